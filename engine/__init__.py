@@ -1,0 +1,25 @@
+"""Rating maths: pure functions on frozen dataclasses, standard library only."""
+
+from engine.elo import expected_score
+from engine.k_factor import SEDMA_K, BandedK, ConstantK
+from engine.model import Match, Outcome, Participant, Performance, RatingChange
+from engine.policy import RatingPolicy, Rounding
+from engine.rating import rate
+from engine.sedma import SedmaAdjustment, calculate_new_ratings
+
+__all__ = [
+    "SEDMA_K",
+    "BandedK",
+    "ConstantK",
+    "Match",
+    "Outcome",
+    "Participant",
+    "Performance",
+    "RatingChange",
+    "RatingPolicy",
+    "Rounding",
+    "SedmaAdjustment",
+    "calculate_new_ratings",
+    "expected_score",
+    "rate",
+]

@@ -1,0 +1,81 @@
+"""Frozen value types shared by every rating policy.
+
+The engine works on these dataclasses only: the worker maps its wire schemas to them at its
+boundary, so the engine never sees pydantic, SQL or Celery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Outcome(str, Enum):
+    """Result of a two-sided match, from the point of view of side A."""
+
+    SIDE_A_WON = "side_a_won"
+    SIDE_B_WON = "side_b_won"
+    DRAW = "draw"
+
+
+@dataclass(frozen=True, slots=True)
+class Performance:
+    """Per-match Sedma statistics of one player (all counts, each >= 0).
+
+    ``won_by_16``/``won_by_24``: rounds this player's side won by 16 / 24 card points;
+    ``won_by_4_and_last``: rounds won with the 4 and the last trick; ``bad_moves``: moves the
+    game client judged bad. Source: the Sedma seed document (``CalculateNewRatings``).
+    """
+
+    bad_moves: int = 0
+    won_by_16: int = 0
+    won_by_24: int = 0
+    won_by_4_and_last: int = 0
+
+
+NO_PERFORMANCE = Performance()
+
+
+@dataclass(frozen=True, slots=True)
+class Participant:
+    """One player of a side: an opaque ``player_id`` and optional Sedma ``performance``."""
+
+    player_id: str
+    performance: Performance = NO_PERFORMANCE
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A finished two-sided match: ``side_a`` and ``side_b`` each hold one or more participants."""
+
+    match_id: str
+    side_a: tuple[Participant, ...]
+    side_b: tuple[Participant, ...]
+    outcome: Outcome
+
+    def player_ids(self) -> tuple[str, ...]:
+        """Every player id of the match, side A first, in the order given."""
+        return tuple(p.player_id for p in self.side_a) + tuple(p.player_id for p in self.side_b)
+
+
+@dataclass(frozen=True, slots=True)
+class RatingChange:
+    """The effect of one match on one player.
+
+    Ratings are in rating points; ``expected_score`` and ``actual_score`` are in [0, 1]
+    (``actual_score`` after any performance adjustment); ``k_factor`` in rating points per unit
+    of score; ``result`` is ``"win"``, ``"draw"`` or ``"loss"`` for this player's side.
+    """
+
+    player_id: str
+    rating_before: float
+    rating_after: float
+    expected_score: float
+    actual_score: float
+    k_factor: float
+    result: str = field(default="win")
+
+    @property
+    def delta(self) -> float:
+        """``rating_after - rating_before`` in rating points."""
+        return self.rating_after - self.rating_before

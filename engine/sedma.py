@@ -1,0 +1,121 @@
+"""The Sedma performance-adjusted Elo, ported from the seed's C# ``CalculateNewRatings``.
+
+Source: the Sedma game client's ``Elo.CalculateNewRatings`` (``../shared/golden/Reference.cs``).
+What the port keeps from the C# code, so that it gives the same integers:
+
+* bonus, malus and the adjusted score are 32-bit IEEE floats (C# ``float``): every operation on
+  them is rounded to binary32 here with :func:`f32` (a double holds the exact result of a float
+  ``+``, ``-`` or ``*`` before that rounding, so one rounding gives the float result);
+* the expected score is a 64-bit double, and ``R + K * (S_adj - E)`` is computed in double;
+* ``Math.Round`` rounds half to even (Python's :func:`round` does the same), then ``(int)``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from engine.elo import expected_score
+from engine.k_factor import SEDMA_K
+from engine.model import Performance
+
+_F32 = struct.Struct("f")
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to the nearest IEEE binary32 value (as C# does when storing a ``float``)."""
+    return _F32.unpack(_F32.pack(x))[0]
+
+
+@dataclass(frozen=True, slots=True)
+class SedmaAdjustment:
+    """Weights of the Sedma performance adjustment of the actual score (defaults: the seed's).
+
+    Bonuses per round (score units), each capped: won by 16 (+0.05, at most +0.15), won by 24
+    (+0.1, at most +0.2), won with the 4 and the last trick (+0.03, at most +0.09). Malus per bad
+    move −0.02, at most −0.3. A losing side's bonus counts at ``loser_bonus_share`` (10 %); in a
+    draw at ``draw_bonus_share`` (not in the seed, which has no draws: 50 %, our decision). The
+    adjusted score is clamped to [0, 1]. All arithmetic in binary32, as the seed.
+    """
+
+    bonus_per_16: float = 0.05
+    max_bonus_16: float = 0.15
+    bonus_per_24: float = 0.1
+    max_bonus_24: float = 0.2
+    bonus_per_4_and_last: float = 0.03
+    max_bonus_4_and_last: float = 0.09
+    malus_per_bad_move: float = 0.02
+    max_malus: float = 0.3
+    loser_bonus_share: float = 0.1
+    draw_bonus_share: float = 0.5
+
+    def adjusted_score(self, base_score: float, performance: Performance) -> float:
+        """Actual score in [0, 1] after the performance adjustment, as a binary32 value.
+
+        ``base_score`` is 1 (win), 0.5 (draw) or 0 (loss). Returns
+        ``clamp(base + share * bonus - malus, 0, 1)`` with the seed's order of operations.
+        """
+        bonus = f32(
+            f32(
+                min(f32(performance.won_by_16 * f32(self.bonus_per_16)), f32(self.max_bonus_16))
+                + min(f32(performance.won_by_24 * f32(self.bonus_per_24)), f32(self.max_bonus_24))
+            )
+            + min(
+                f32(performance.won_by_4_and_last * f32(self.bonus_per_4_and_last)),
+                f32(self.max_bonus_4_and_last),
+            )
+        )
+        if base_score == 1.0:
+            share = 1.0
+        elif base_score == 0.0:
+            share = f32(self.loser_bonus_share)
+        else:
+            share = f32(self.draw_bonus_share)
+        bonus = f32(bonus * share)
+        malus = min(f32(performance.bad_moves * f32(self.malus_per_bad_move)), f32(self.max_malus))
+        score = f32(f32(f32(base_score) + bonus) - malus)
+        if score < 0.0:
+            return 0.0
+        if score > 1.0:
+            return 1.0
+        return score
+
+
+SEED_ADJUSTMENT = SedmaAdjustment()
+
+
+def calculate_new_ratings(
+    rating_a: int,
+    rating_b: int,
+    a_won: bool,
+    bad_moves_a: int,
+    bad_moves_b: int,
+    won_by_16_a: int,
+    won_by_16_b: int,
+    won_by_24_a: int,
+    won_by_24_b: int,
+    won_by_4_and_last_a: int,
+    won_by_4_and_last_b: int,
+) -> tuple[int, int]:
+    """The seed's ``CalculateNewRatings`` with the same signature: new ``(rating_a, rating_b)``.
+
+    Ratings are integer rating points; counts are per-match Sedma statistics (see
+    :class:`engine.model.Performance`). K comes from each player's rating before the match
+    (:data:`engine.k_factor.SEDMA_K`). Reproduces ``../shared/golden/sedma_reference.csv``
+    exactly. Raises nothing for any integer input.
+    """
+    k_a = SEDMA_K(rating_a)
+    k_b = SEDMA_K(rating_b)
+    base_a = 1.0 if a_won else 0.0
+    score_a = SEED_ADJUSTMENT.adjusted_score(
+        base_a, Performance(bad_moves_a, won_by_16_a, won_by_24_a, won_by_4_and_last_a)
+    )
+    score_b = SEED_ADJUSTMENT.adjusted_score(
+        1.0 - base_a, Performance(bad_moves_b, won_by_16_b, won_by_24_b, won_by_4_and_last_b)
+    )
+    expected_a = expected_score(rating_a, rating_b)
+    expected_b = expected_score(rating_b, rating_a)
+    return (
+        int(round(rating_a + k_a * (score_a - expected_a))),
+        int(round(rating_b + k_b * (score_b - expected_b))),
+    )

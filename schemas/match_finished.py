@@ -1,0 +1,566 @@
+"""The inbound contract: one ``match-finished`` message, schema version 1.
+
+A game server publishes one message per finished match. The worker calls
+:func:`parse_match_finished` on whatever the broker hands it (raw bytes, text, or the dict Celery
+decoded) and gets either a valid, frozen :class:`MatchFinished` or an :class:`InvalidMessage` with a
+stable ``reason_code`` for the dead-letter row.
+
+Standard library and pydantic only (see the import contract in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from datetime import date, datetime, timedelta, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ._types import ID_RULES, Id, LadderName, is_valid_id
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "REASON_CODES",
+    "InvalidMessage",
+    "MatchFinished",
+    "PlayerResult",
+    "SedmaStats",
+    "Side",
+    "parse_match_finished",
+]
+
+MAX_MESSAGE_BYTES = 64 * 1024
+"""Largest accepted message, in bytes of UTF-8 JSON text."""
+
+MAX_PLAYERS_PER_SIDE = 8
+MAX_STAT_COUNT = 1000
+EARLIEST_FINISHED_AT = datetime(1800, 1, 1, tzinfo=timezone.utc)
+MAX_CLOCK_SKEW = timedelta(days=1)
+"""How far after the receiving worker's clock (UTC) finished_at may lie."""
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The models
+# --------------------------------------------------------------------------------------------
+
+StatCount = Annotated[
+    int,
+    Field(
+        default=0,
+        strict=True,
+        ge=0,
+        le=MAX_STAT_COUNT,
+        description="A count of rounds or moves in this match: a JSON integer from 0 to 1000.",
+    ),
+]
+
+
+class SedmaStats(BaseModel):
+    """Per-player performance counts for one Sedma match (used to adjust the actual score).
+
+    Every field is a count in this match: a JSON integer (not a boolean, float or string) from 0
+    to 1000 inclusive; an omitted count is 0.
+    """
+
+    model_config = _CONFIG
+
+    bad_moves: StatCount = Field(description="Moves the game judged as mistakes (count, 0..1000).")
+    won_by_16: StatCount = Field(description="Rounds this player won by 16 points (count, 0..1000).")
+    won_by_24: StatCount = Field(description="Rounds this player won by 24 points (count, 0..1000).")
+    won_by_4_and_last: StatCount = Field(
+        description="Rounds won with the 4 and the last trick (count, 0..1000)."
+    )
+
+
+class PlayerResult(BaseModel):
+    """One player in one side of a match: ``{"player_id": str, "stats": SedmaStats | null}``.
+
+    ``player_id`` is an opaque id (1 to 128 characters, no control or invisible characters; spaces,
+    apostrophes and accents are fine). ``stats`` is present for games that report performance
+    (Sedma) and null or omitted otherwise.
+    """
+
+    model_config = _CONFIG
+
+    player_id: Id
+    stats: SedmaStats | None = Field(
+        default=None,
+        description="Performance counts for rating adjustments; null or omitted when the game reports none.",
+    )
+
+
+class Side(BaseModel):
+    """One side (team) of a match: ``{"players": [PlayerResult, ...]}`` with 1 to 8 players.
+
+    A one-player side is a 1v1 match; the sides need not have the same size.
+    """
+
+    model_config = _CONFIG
+
+    players: list[PlayerResult] = Field(
+        min_length=1,
+        max_length=MAX_PLAYERS_PER_SIDE,
+        description="The players of this side: 1 to 8 entries, each player at most once in the match.",
+    )
+
+
+def _schema_version_is_an_int(value: Any) -> Any:
+    # Literal[1] on its own would accept True and 1.0 (they compare equal to 1).
+    if type(value) is not int:
+        raise PydanticCustomError("literal_error", "Input should be 1")
+    return value
+
+
+_DATE_TIME_PREFIX = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}")
+
+
+class MatchFinished(BaseModel):
+    """A finished match, as published by a game server (schema version 1).
+
+    Shape:
+
+        {"schema_version": 1, "match_id": str, "ladder": str,
+         "finished_at": "2024-05-01T18:30:00Z",
+         "side_a": {"players": [{"player_id": str, "stats": {...} | null}, ...]},
+         "side_b": {"players": [...]},
+         "outcome": "side_a_won" | "side_b_won" | "draw"}
+
+    Constraints: no other keys; ids are 1 to 128 characters without control or invisible
+    characters; the ladder name matches ``^[a-z0-9][a-z0-9_.-]*$`` (1 to 64 characters);
+    ``finished_at`` is an ISO 8601 date-time with a UTC offset, on or after 1800-01-01 and at most one
+    day after the receiving worker's clock; each side holds 1 to 8 players and no player appears twice
+    in the match, on the same side or across sides.
+
+    ``match_id`` is the idempotency key: re-sending a match must send the same content. Two messages
+    have the same content when their canonical JSON (``MatchFinished.canonical_json``: sorted keys,
+    no spaces, UTF-8, all defaults filled in, ``finished_at`` in UTC) is byte for byte equal; key
+    order, whitespace and the UTC offset used do not matter. ``finished_at`` is stored in UTC.
+    """
+
+    model_config = _CONFIG
+
+    schema_version: Annotated[Literal[1], BeforeValidator(_schema_version_is_an_int)] = Field(
+        description="Contract version; this document describes version 1."
+    )
+    match_id: Id = Field(
+        description="Unique id of the match, chosen by the game server; the idempotency key. " + ID_RULES
+    )
+    ladder: LadderName
+    finished_at: AwareDatetime = Field(
+        description=(
+            "When the match ended: an ISO 8601 / RFC 3339 date-time with a UTC offset, e.g. "
+            "\"2024-05-01T18:30:00Z\" or \"2024-05-01T20:30:00+02:00\"; on or after 1800-01-01 and at "
+            "most one day in the future."
+        )
+    )
+    side_a: Side
+    side_b: Side
+    outcome: Literal["side_a_won", "side_b_won", "draw"] = Field(
+        description="Which side won, or a draw."
+    )
+
+    @field_validator("finished_at", mode="before")
+    @classmethod
+    def _finished_at_is_a_date_time_string(cls, value: Any) -> Any:
+        # pydantic alone would also take numbers and digit strings as Unix times, and a bare date.
+        if isinstance(value, datetime):
+            return value
+        if isinstance(value, str):
+            if _DATE_TIME_PREFIX.match(value):
+                return value
+            raise PydanticCustomError(
+                "timestamp_format",
+                "Input should be an ISO 8601 date-time like 2024-05-01T18:30:00Z",
+            )
+        if isinstance(value, date):
+            kind = "a date without a time"
+        else:
+            kind = type(value).__name__
+        raise PydanticCustomError(
+            "timestamp_type",
+            "Input should be a date-time string like 2024-05-01T18:30:00Z, not {kind}",
+            {"kind": kind},
+        )
+
+    @field_validator("finished_at")
+    @classmethod
+    def _finished_at_in_range_as_utc(cls, value: datetime) -> datetime:
+        latest = datetime.now(timezone.utc) + MAX_CLOCK_SKEW
+        if value < EARLIEST_FINISHED_AT or value > latest:
+            raise PydanticCustomError(
+                "timestamp_out_of_range",
+                "Date-time should be between 1800-01-01T00:00:00Z and {latest} (one day after now, UTC)",
+                {"latest": latest.replace(microsecond=0).isoformat().replace("+00:00", "Z")},
+            )
+        return value.astimezone(timezone.utc)  # safe: the range check keeps it far from year 1 and 9999
+
+    @model_validator(mode="after")
+    def _no_player_twice(self) -> MatchFinished:
+        seen: dict[str, str] = {}
+        for side_name, side in (("side_a", self.side_a), ("side_b", self.side_b)):
+            for index, player in enumerate(side.players):
+                where = f"{side_name}.players[{index}]"
+                first = seen.setdefault(player.player_id, where)
+                if first != where:
+                    raise PydanticCustomError(
+                        "duplicate_player",
+                        "Player {player_id} appears more than once in the match: at {first} and at {second}",
+                        {
+                            "player_id": json.dumps(player.player_id, ensure_ascii=False),
+                            "first": first,
+                            "second": where,
+                        },
+                    )
+        return self
+
+    def canonical_json(self) -> bytes:
+        """The match as deterministic UTF-8 JSON bytes: the idempotency payload.
+
+        ``json.dumps(model_dump(mode="json"), sort_keys=True, separators=(",", ":"),
+        ensure_ascii=False)`` encoded as UTF-8, with every field present (omitted stats counts as 0,
+        omitted ``stats`` as null) and ``finished_at`` in UTC with a ``Z`` suffix. Key order,
+        whitespace and the sender's UTC offset therefore do not change it; any field value does.
+        This form is part of the v1 contract: changing it (or adding a defaulted field) changes the
+        hash of messages already in the ledger, so it needs a new schema version.
+        """
+        model = self
+        if self.finished_at.tzinfo is not timezone.utc:
+            # Validation already converts to UTC; this covers instances made with model_construct.
+            model = self.model_copy(update={"finished_at": self.finished_at.astimezone(timezone.utc)})
+        data = model.model_dump(mode="json")
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return text.encode("utf-8")
+
+    def payload_hash(self) -> str:
+        """Hex SHA-256 of :meth:`canonical_json` (64 lowercase hex characters)."""
+        return hashlib.sha256(self.canonical_json()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing with reason codes
+# --------------------------------------------------------------------------------------------
+
+REASON_CODES: tuple[str, ...] = (
+    # Decided before the fields are looked at, in this order.
+    "too_large",
+    "not_json",
+    "not_an_object",
+    # From field validation: when a message has several problems, the code earliest in this list
+    # is reported (ties: the first problem in field order). A different schema_version means the
+    # rest of the message follows another contract, so it goes first; then the shape of the object
+    # (keys, JSON types), then the value rules field by field, then rules across fields.
+    "unsupported_schema_version",
+    "unknown_field",
+    "missing_field",
+    "wrong_type",
+    "invalid_id",
+    "invalid_ladder",
+    "invalid_timestamp",
+    "naive_timestamp",
+    "timestamp_out_of_range",
+    "empty_side",
+    "too_many_players",
+    "count_out_of_range",
+    "invalid_outcome",
+    "duplicate_player",
+    "schema_violation",
+)
+"""Every reason code :func:`parse_match_finished` can give, in priority order."""
+
+_PRIORITY = {code: rank for rank, code in enumerate(REASON_CODES)}
+
+# Field name -> field group, for the rules that depend on which field failed.
+_FIELD_GROUP = {
+    "schema_version": "schema_version",
+    "match_id": "id",
+    "player_id": "id",
+    "ladder": "ladder",
+    "finished_at": "timestamp",
+    "players": "players",
+    "outcome": "outcome",
+    **{name: "count" for name in SedmaStats.model_fields},
+}
+
+# (field group or "*" for any field, pydantic error type) -> reason code.
+# Lookup tries the field's group first, then "*"; anything not listed is "schema_violation".
+_REASONS: dict[tuple[str, str], str] = {
+    ("*", "missing"): "missing_field",
+    ("*", "extra_forbidden"): "unknown_field",
+    ("*", "model_type"): "wrong_type",
+    ("*", "model_attributes_type"): "wrong_type",
+    ("*", "list_type"): "wrong_type",
+    ("*", "string_type"): "wrong_type",
+    ("*", "int_type"): "wrong_type",
+    ("*", "timestamp_type"): "wrong_type",
+    ("*", "duplicate_player"): "duplicate_player",
+    ("schema_version", "literal_error"): "unsupported_schema_version",
+    ("id", "string_too_short"): "invalid_id",
+    ("id", "string_too_long"): "invalid_id",
+    ("id", "id_character"): "invalid_id",
+    ("id", "string_unicode"): "invalid_id",  # a lone surrogate ("\ud800" escape)
+    ("ladder", "string_too_short"): "invalid_ladder",
+    ("ladder", "string_too_long"): "invalid_ladder",
+    ("ladder", "string_pattern_mismatch"): "invalid_ladder",
+    ("ladder", "string_unicode"): "invalid_ladder",
+    ("timestamp", "timestamp_format"): "invalid_timestamp",
+    ("timestamp", "datetime_parsing"): "invalid_timestamp",
+    ("timestamp", "datetime_from_date_parsing"): "invalid_timestamp",
+    ("timestamp", "datetime_object_invalid"): "invalid_timestamp",
+    ("timestamp", "timezone_aware"): "naive_timestamp",
+    ("timestamp", "timestamp_out_of_range"): "timestamp_out_of_range",
+    ("players", "too_short"): "empty_side",
+    ("players", "too_long"): "too_many_players",
+    ("count", "greater_than_equal"): "count_out_of_range",
+    ("count", "less_than_equal"): "count_out_of_range",
+    ("outcome", "literal_error"): "invalid_outcome",
+}
+
+# What the sender should change, per reason code (appended to the detail).
+_HINTS = {
+    "too_large": f"a match-finished message is at most {MAX_MESSAGE_BYTES} bytes of UTF-8 JSON",
+    "not_json": "send one JSON object encoded as UTF-8 (no BOM, no NaN or Infinity)",
+    "not_an_object": 'send a JSON object like {"schema_version": 1, "match_id": ...}',
+    "unsupported_schema_version": "this worker reads schema_version 1; send version 1 or route the message to a consumer of its version",
+    "unknown_field": "remove the field; version 1 accepts only the fields in schemas/json/match_finished.v1.json",
+    "missing_field": "add the field; the required fields are listed in schemas/json/match_finished.v1.json",
+    "wrong_type": "send the JSON type the schema names: ids, ladder, finished_at and outcome are strings, counts are integers, sides and stats are objects, players is an array",
+    "invalid_id": "ids are 1 to 128 characters without control or invisible format characters",
+    "invalid_ladder": 'a ladder name is 1 to 64 characters of a-z, 0-9, "_", ".", "-", starting with a letter or digit, e.g. "sedma-ranked"',
+    "invalid_timestamp": 'finished_at is an ISO 8601 date-time with a UTC offset, e.g. "2024-05-01T18:30:00Z"',
+    "naive_timestamp": 'add a UTC offset to finished_at, e.g. "2024-05-01T18:30:00Z" or "2024-05-01T20:30:00+02:00"',
+    "timestamp_out_of_range": "finished_at must be on or after 1800-01-01 and at most one day after the current UTC time; check the game server's clock",
+    "empty_side": "each side needs at least one player",
+    "too_many_players": f"a side has at most {MAX_PLAYERS_PER_SIDE} players",
+    "count_out_of_range": f"stats counts are integers from 0 to {MAX_STAT_COUNT}",
+    "invalid_outcome": 'outcome is one of "side_a_won", "side_b_won", "draw"',
+    "duplicate_player": "each player may appear once in a match, on one side only",
+    "schema_violation": "see schemas/json/match_finished.v1.json",
+}
+
+_MAX_INPUT_SHOWN = 60
+_MAX_OTHER_PROBLEMS_SHOWN = 3
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class InvalidMessage(ValueError):
+    """A match-finished message that cannot be applied: goes to the dead letters as is.
+
+    ``reason_code`` is one of :data:`REASON_CODES` (a stable label for counters and queries);
+    ``detail`` says which field, what was wrong and what to change (ASCII-safe for logs);
+    ``match_id`` is the message's match id when the input held a valid one, else None.
+    """
+
+    reason_code: str
+    detail: str
+    match_id: str | None
+
+    def __init__(self, reason_code: str, detail: str, match_id: str | None = None) -> None:
+        super().__init__(reason_code, detail, match_id)  # args mirror __init__: the exception pickles
+        self.reason_code = reason_code
+        self.detail = detail
+        self.match_id = match_id
+
+    def __str__(self) -> str:
+        return f"{self.reason_code}: {self.detail}"
+
+
+def parse_match_finished(raw: bytes | str | Mapping[str, Any] | object) -> MatchFinished:
+    """Validate one match-finished message; raise :class:`InvalidMessage` if it is not valid.
+
+    ``raw`` is the JSON text (``bytes``/``bytearray``/``memoryview`` as UTF-8, or ``str``) or an
+    already-decoded object (what a Celery task receives: usually a dict). A decoded object is first
+    written back to JSON with ``json.dumps`` (datetimes as ISO 8601, other mappings as objects) and
+    that text is validated exactly like a raw body, so both routes accept and reject the same
+    messages; its size is ``len(json.dumps(obj))``.
+
+    Checks in order: size (``too_large``), UTF-8 and JSON syntax (``not_json``; NaN, Infinity and
+    integers over 4300 digits included), repeated keys in one object (``schema_violation``), a JSON
+    object at the top (``not_an_object``), then the fields. When the fields have several problems
+    the reason code earliest in :data:`REASON_CODES` is reported; the detail names it first and
+    lists a few of the others.
+    """
+    if isinstance(raw, MatchFinished):
+        return raw
+    if isinstance(raw, str):
+        try:
+            body = raw.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidMessage("not_json", _with_hint("not_json", f"the text is not valid Unicode: {exc}")) from None
+    elif isinstance(raw, (bytes, bytearray, memoryview)):
+        body = bytes(raw)
+    else:
+        body = _encode_decoded_object(raw)
+
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise InvalidMessage(
+            "too_large",
+            _with_hint("too_large", f"the message is {len(body)} bytes, over the limit of {MAX_MESSAGE_BYTES}"),
+        )
+    obj = _decode_json(body)
+    if not isinstance(obj, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(obj), "a number")
+        raise InvalidMessage("not_an_object", _with_hint("not_an_object", f"the message is {kind}, not a JSON object"))
+
+    match_id = obj.get("match_id")
+    match_id = match_id if is_valid_id(match_id) else None
+    try:
+        return MatchFinished.model_validate(obj)
+    except ValidationError as exc:
+        reason_code, detail = _explain(exc)
+        raise InvalidMessage(reason_code, detail, match_id) from None
+
+
+def _encode_decoded_object(obj: object) -> bytes:
+    def to_json(value: object) -> object:
+        if isinstance(value, Mapping):
+            return dict(value)
+        if isinstance(value, (datetime, date)):  # e.g. from kombu's JSON decoder
+            return value.isoformat()
+        raise TypeError(f"values of type {type(value).__name__} are not JSON")
+
+    try:
+        text = json.dumps(obj, allow_nan=False, default=to_json)
+    except RecursionError:
+        detail = "the object is nested too deeply to be JSON"
+    except (TypeError, ValueError) as exc:
+        detail = f"the object cannot be written as JSON: {exc}"
+    else:
+        return text.encode("utf-8")  # ensure_ascii: plain ASCII, so never fails
+    raise InvalidMessage("not_json", _with_hint("not_json", _printable(detail)))
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _object_without_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _RepeatedKey(key)
+        obj[key] = value
+    return obj
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:_MAX_INPUT_SHOWN]} is too large")
+    return value
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > 4300:  # Python's own limit for int(str)
+        raise ValueError(f"an integer with {len(text)} digits is too long")
+    return int(text)
+
+
+def _decode_json(body: bytes) -> Any:
+    try:
+        text = body.decode("utf-8")
+        return json.loads(
+            text,
+            object_pairs_hook=_object_without_repeated_keys,
+            parse_constant=_reject_constant,
+            parse_float=_parse_float,
+            parse_int=_parse_int,
+        )
+    except _RepeatedKey as exc:
+        key = json.dumps(exc.args[0])
+        raise InvalidMessage(
+            "schema_violation",
+            f"the key {key} appears twice in one JSON object. Fix: send each key once.",
+        ) from None
+    except UnicodeDecodeError as exc:
+        detail = f"the body is not UTF-8: {exc}"
+    except RecursionError:
+        detail = "the JSON is nested too deeply"
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        detail = f"the body is not JSON: {exc}"
+    raise InvalidMessage("not_json", _with_hint("not_json", _printable(detail)))
+
+
+def _reason_code(error: Mapping[str, Any]) -> str:
+    field = next((part for part in reversed(error["loc"]) if isinstance(part, str)), "")
+    group = _FIELD_GROUP.get(field, "")
+    kind = error["type"]
+    return _REASONS.get((group, kind)) or _REASONS.get(("*", kind)) or "schema_violation"
+
+
+def _explain(exc: ValidationError) -> tuple[str, str]:
+    """Pick the reason code by priority and write the detail: main problem, hint, a few others."""
+    problems = sorted(
+        ((_reason_code(error), index, error) for index, error in enumerate(exc.errors(include_url=False))),
+        key=lambda item: (_PRIORITY[item[0]], item[1]),
+    )
+    reason_code, _, first = problems[0]
+    detail = _with_hint(reason_code, _describe(first))
+    others = problems[1:]
+    if others:
+        shown = "; ".join(f"{_describe(error)} [{code}]" for code, _, error in others[:_MAX_OTHER_PROBLEMS_SHOWN])
+        more = len(others) - _MAX_OTHER_PROBLEMS_SHOWN
+        detail += f" Also: {shown}" + (f"; and {more} more." if more > 0 else ".")
+    return reason_code, _printable(detail)
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    path = _path(error["loc"])
+    text = f"{path}: {error['msg']}"
+    if error["loc"] and error["type"] not in ("missing", "extra_forbidden"):
+        text += f" (got {_shown(error['input'])})"
+    return text
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    if not loc:
+        return "message"
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif _NAME.fullmatch(part):
+            path += f".{part}" if path else part
+        else:
+            path += f"[{json.dumps(part)}]"
+    return path
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    if len(text) > _MAX_INPUT_SHOWN:
+        text = text[: _MAX_INPUT_SHOWN - 3] + "..."
+    return text
+
+
+def _with_hint(reason_code: str, text: str) -> str:
+    return f"{text}. Fix: {_HINTS[reason_code]}."
+
+
+def _printable(text: str) -> str:
+    """Escape anything a log line or a database text column could choke on or be spoofed by."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)

@@ -1,0 +1,83 @@
+"""The outbound contract: one ``rating-changed`` event per player per applied match, version 1.
+
+Standard library and pydantic only (see the import contract in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from ._types import Id, LadderName
+
+__all__ = ["RatingChanged"]
+
+Rating = Annotated[float, Field(allow_inf_nan=False)]
+Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class RatingChanged(BaseModel):
+    """One player's rating change on one ladder, caused by one match (or a ladder rebuild).
+
+    Units: ``rating_before``, ``rating_after``, ``delta`` and ``k_factor`` are rating points
+    (Elo scale; ``delta = rating_after - rating_before``, after the ladder policy's rounding).
+    ``expected_score`` and ``actual_score`` are scores from 0 (loss) to 1 (win), 0.5 a draw;
+    ``actual_score`` is the score after the performance adjustment (Sedma stats), which is what the
+    update used.
+
+    Delivery is at least once. Consumers:
+
+    - drop duplicates by ``event_id`` (the same event may arrive more than once, always with the
+      same ``event_id`` and content);
+    - detect gaps by ``sequence``: per (``ladder``, ``player_id``) it starts at 1 and grows by
+      exactly 1 for each match applied to that player on that ladder, so after sequence n the next
+      event for the pair is n + 1; a jump means events were missed (re-read them from the stream
+      or ask the service), a smaller or equal number is a duplicate or a late copy.
+
+    ``out_of_order`` is true when the match finished before the last match already applied for one
+    of its players; it was applied anyway, in arrival order. ``reason`` is ``"rebuild"`` for
+    events emitted by a ladder recomputation (``ratings rebuild``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = Field(default=1, description="Contract version of this event.")
+    event_id: UUID = Field(description="Unique id of this event; the key for dropping duplicates.")
+    reason: Literal["match", "rebuild"] = Field(
+        default="match",
+        description='"match": applying one match; "rebuild": recomputing the ladder from its ledger.',
+    )
+    match_id: Id = Field(description="The match that caused the change (its match-finished match_id).")
+    ladder: LadderName
+    player_id: Id = Field(description="The player whose rating changed.")
+    rating_before: Rating = Field(description="Rating before this match, in rating points.")
+    rating_after: Rating = Field(description="Rating after this match, in rating points.")
+    delta: Rating = Field(description="rating_after - rating_before, in rating points.")
+    expected_score: Score = Field(
+        description="Expected score against the opponents before the match, 0..1 (Elo expectation)."
+    )
+    actual_score: Score = Field(
+        description="Score used for the update, 0..1: 1 win, 0.5 draw, 0 loss, after the performance adjustment."
+    )
+    k_factor: Rating = Field(
+        ge=0.0, description="K-factor the policy applied, in rating points per unit of score."
+    )
+    sequence: int = Field(
+        ge=1,
+        description=(
+            "Per (ladder, player_id): 1 for the first applied match, +1 for each further one. "
+            "A gap means missed events; a repeat is a duplicate."
+        ),
+    )
+    games_played: int = Field(
+        ge=1, description="Matches this player has had applied on this ladder, including this one."
+    )
+    out_of_order: bool = Field(
+        default=False,
+        description="True when the match finished before an already applied match of one of its players.",
+    )
+    occurred_at: AwareDatetime = Field(
+        description="When the change was applied (RFC 3339 date-time with offset), not when the match ended."
+    )

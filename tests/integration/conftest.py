@@ -1,0 +1,138 @@
+"""Real servers and real worker processes for the integration tests.
+
+PostgreSQL and Redis: the servers named by ``RATINGS_DATABASE_URL`` / ``RATINGS_BROKER_URL`` when
+set (CI), embedded ones otherwise. Each test session gets its own database (created and dropped
+here), its own Celery queue and its own stream, so a shared server is not disturbed. Workers and
+the relay are real processes started with ``python -m worker``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import redis
+
+from worker.embedded import EmbeddedServers
+from worker.migrations import migrate
+from worker.runtime import ServiceProcesses, wait_until_drained
+from worker.settings import get_settings
+
+pytestmark = pytest.mark.integration
+
+TABLES = "ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters"
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + dbname))
+
+
+class Env:
+    """Handles of one integration session: URLs, names, a Redis client and the processes."""
+
+    def __init__(self, database_url: str, broker_url: str, queue: str, stream: str, procs: ServiceProcesses):
+        self.database_url = database_url
+        self.broker_url = broker_url
+        self.queue = queue
+        self.stream = stream
+        self.procs = procs
+        self.redis = redis.Redis.from_url(broker_url, decode_responses=True)
+
+    def connect(self) -> psycopg.Connection:
+        """A new autocommit connection to the session's database."""
+        return psycopg.connect(self.database_url, autocommit=True)
+
+    def wait_drained(self, expected_received: int, timeout: float = 120.0):
+        """Wait until ``expected_received`` messages have ended somewhere and the outbox is empty."""
+        return wait_until_drained(self.database_url, expected_received, timeout)
+
+    def wait_stream(self, expected: int, timeout: float = 60.0) -> int:
+        """Wait until the stream holds at least ``expected`` entries; return its length."""
+        deadline = time.monotonic() + timeout
+        while (n := self.redis.xlen(self.stream)) < expected and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return n
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory) -> Iterator[tuple[str, str]]:
+    """(admin database URL, broker URL) of real servers: configured ones or embedded ones."""
+    db = os.environ.get("RATINGS_DATABASE_URL")
+    broker = os.environ.get("RATINGS_BROKER_URL")
+    embedded = None
+    if not db or not broker:
+        embedded = EmbeddedServers.start(tmp_path_factory.mktemp("servers"), postgres=not db, redis_server=not broker)
+    try:
+        yield db or embedded.database_url, broker or embedded.broker_url
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def env(servers, tmp_path_factory) -> Iterator[Env]:
+    """A migrated database of this session's own, two worker nodes and one relay, all running."""
+    admin_url, broker_url = servers
+    suffix = uuid.uuid4().hex[:10]
+    dbname = f"ratings_test_{suffix}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{dbname}"')
+    database_url = _with_dbname(admin_url, dbname)
+    migrate(database_url)
+    queue, stream = f"ratings-test-{suffix}", f"ratings-test-{suffix}.rating-changed"
+    overrides = {
+        "RATINGS_DATABASE_URL": database_url,
+        "RATINGS_BROKER_URL": broker_url,
+        "RATINGS_QUEUE": queue,
+        "RATINGS_STREAM": stream,
+    }
+    saved = {k: os.environ.get(k) for k in overrides}
+    os.environ.update(overrides)
+    get_settings.cache_clear()
+    procs = ServiceProcesses(dict(os.environ), Path(tmp_path_factory.mktemp("logs")))
+    procs.start_worker("w1", concurrency=1)
+    procs.start_worker("w2", concurrency=1)
+    procs.start_relay()
+    handle = Env(database_url, broker_url, queue, stream, procs)
+    try:
+        yield handle
+    finally:
+        procs.stop_all()
+        handle.redis.delete(queue, stream)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        get_settings.cache_clear()
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+@pytest.fixture
+def clean(env: Env) -> Env:
+    """The session's servers with every table and the stream emptied before the test."""
+    with env.connect() as conn:
+        conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    env.redis.delete(env.stream)
+    return env
+
+
+@pytest.fixture
+def publisher(env: Env):
+    """A function publishing one message (MatchFinished, dict or raw text) to the session's queue."""
+    from worker.producer import producer_app, publish_match
+
+    app = producer_app(env.broker_url)
+
+    def publish(message) -> str:
+        return publish_match(app, message, queue=env.queue)
+
+    return publish

@@ -1,0 +1,48 @@
+"""The Celery application of the rating worker, configured from :class:`worker.settings.Settings`.
+
+Choices (DESIGN.md, "Celery settings"), each with its reason:
+
+* JSON only (``accept_content``): a pickled message is refused, never executed;
+* ``task_acks_late`` + ``task_reject_on_worker_lost``: a message is acknowledged after the rating
+  transaction commits; if the child dies first, the message is redelivered, and the ledger's
+  idempotency key turns the redelivery into a counted duplicate;
+* a small ``worker_prefetch_multiplier``: a crashed worker strands few reserved messages;
+* ``visibility_timeout`` (Redis transport) above ``task_time_limit``: a message is only
+  redelivered once its first run cannot still be going;
+* no result backend: results live in PostgreSQL; no ETA or countdown on the rating path.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from worker.settings import Settings, get_settings
+
+
+def configure(app: Celery, settings: Settings) -> Celery:
+    """Apply the worker's Celery configuration from ``settings`` to ``app``; return ``app``."""
+    app.conf.update(
+        broker_url=settings.broker_url,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        task_ignore_result=True,
+        result_backend=None,
+        task_default_queue=settings.queue,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_time_limit=settings.task_time_limit,
+        task_soft_time_limit=max(1, settings.task_time_limit - 30),
+        worker_prefetch_multiplier=settings.prefetch_multiplier,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        enable_utc=True,
+        imports=["worker.tasks"],
+    )
+    return app
+
+
+app = configure(Celery("ratings"), get_settings())

@@ -1,0 +1,127 @@
+"""``ratings demo``: the whole path on real data, with embedded servers when no URL is set."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import time
+
+import psycopg
+import redis
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from worker import repository
+from worker.embedded import EmbeddedServers
+from worker.football import football_matches
+from worker.generate import generate_sedma_matches
+from worker.ladders import load_ladders
+from worker.migrations import migrate
+from worker.producer import producer_app, publish_match
+from worker.runtime import ServiceProcesses, wait_until_drained
+from worker.settings import get_settings
+from worker.verify import verify_ladder
+
+console = Console()
+
+
+def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, workers: int = 2) -> int:
+    """Migrate, start the relay and ``workers`` worker processes, publish the football matches and
+    ``sedma_matches`` generated Sedma matches, wait until all are applied, print leaderboards,
+    counts and ``verify``; stop everything. Returns the exit code (0 when verify passes and
+    nothing is missing)."""
+    settings = get_settings()
+    started = time.monotonic()
+    embedded = None
+    if not settings.database_url or not settings.broker_url:
+        state = settings.state_dir.resolve() / "demo"
+        shutil.rmtree(state, ignore_errors=True)  # a fresh embedded state for every demo run
+        console.print(f"starting embedded servers under {state}")
+        embedded = EmbeddedServers.start(
+            state, postgres=not settings.database_url, redis_server=not settings.broker_url
+        )
+    database_url = settings.database_url or embedded.database_url
+    broker_url = settings.broker_url or embedded.broker_url
+    env = dict(os.environ, RATINGS_DATABASE_URL=database_url, RATINGS_BROKER_URL=broker_url)
+    procs = ServiceProcesses(env, settings.state_dir.resolve() / "logs")
+    try:
+        applied = migrate(database_url)
+        console.print(f"migrations applied: {', '.join(applied) or 'none pending'}")
+        for i in range(workers):
+            procs.start_worker(f"worker{i + 1}", concurrency=1)
+        procs.start_relay()
+        client = redis.Redis.from_url(broker_url)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            before = repository.counts(conn)
+        stream_before = client.xlen(settings.stream)
+
+        football = list(football_matches(limit=football_limit))
+        sedma = list(generate_sedma_matches(sedma_matches, players=300, seed=2026))
+        total = len(football) + len(sedma)
+        papp = producer_app(broker_url)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console) as progress:
+            pub = progress.add_task("published", total=total)
+            done = progress.add_task("applied / duplicate / dead", total=total)
+            with papp.producer_or_acquire() as producer:
+                for n, match in enumerate(itertools.chain(football, sedma), 1):
+                    publish_match(papp, match, queue=settings.queue, producer=producer)
+                    if n % 500 == 0 or n == total:
+                        progress.update(pub, completed=n)
+            counts = wait_until_drained(
+                database_url,
+                before.received + total,
+                timeout=3600,
+                on_progress=lambda c: progress.update(done, completed=c.received - before.received),
+            )
+        # Give the relay its last round, then count the stream.
+        events_expected = counts.events - before.events
+        deadline = time.monotonic() + 30
+        while client.xlen(settings.stream) - stream_before < events_expected and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stream_events = client.xlen(settings.stream) - stream_before
+
+        policies = load_ladders(settings.ladders_file)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            for ladder in ("elo", "sedma"):
+                from worker.cli import leaderboard_table
+
+                console.print(leaderboard_table(f"{ladder} (top 10)", repository.leaderboard(conn, ladder, 10)))
+            results = [verify_ladder(conn, ladder, policies[ladder]) for ladder in ("elo", "sedma")]
+            dead_by_reason = repository.dead_letter_counts(conn)
+
+        summary = Table(title="demo summary")
+        summary.add_column("what")
+        summary.add_column("count", justify="right")
+        rows = [
+            ("published (football)", len(football)),
+            ("published (sedma)", len(sedma)),
+            ("published (total)", total),
+            ("applied", counts.applied - before.applied),
+            ("duplicates", counts.duplicates - before.duplicates),
+            ("dead letters", counts.dead_letters - before.dead_letters),
+            ("events in the outbox", counts.events - before.events),
+            ("events on the stream", stream_events),
+        ]
+        for what, n in rows:
+            summary.add_row(what, f"{n:,}")
+        console.print(summary)
+        if dead_by_reason:
+            console.print(f"dead letters by reason: {dead_by_reason}")
+        ok = True
+        for r in results:
+            console.print(
+                f"verify {r.ladder}: {r.matches:,} matches replayed, {r.players:,} players: "
+                + ("[green]OK[/green]" if r.ok else f"[red]{len(r.differences)} difference(s)[/red]")
+            )
+            ok &= r.ok
+        received = counts.received - before.received
+        ok &= received == total and stream_events >= events_expected
+        console.print(f"finished in {time.monotonic() - started:.1f} s: " + ("[green]all good[/green]" if ok else "[red]FAILED[/red]"))
+        return 0 if ok else 1
+    finally:
+        procs.stop_all()
+        if embedded is not None:
+            embedded.stop()

@@ -1,0 +1,83 @@
+"""Ladder configuration: which rating policy each ladder uses, read from a TOML file."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engine import SEDMA_K, BandedK, ConstantK, RatingPolicy, Rounding, SedmaAdjustment
+
+
+class KFactorConfig(BaseModel):
+    """Either ``constant = K`` or ``bands = [[upper, K], ...]`` with ``top = K``."""
+
+    model_config = ConfigDict(extra="forbid")
+    constant: float | None = Field(default=None, gt=0)
+    bands: list[tuple[float, float]] | None = None
+    top: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "KFactorConfig":
+        if (self.constant is None) == (self.bands is None):
+            raise ValueError("k_factor needs exactly one of `constant` or `bands` (with `top`)")
+        if self.bands is not None and self.top is None:
+            raise ValueError("k_factor `bands` needs `top`, the K at and above the last bound")
+        return self
+
+
+class LadderConfig(BaseModel):
+    """One ladder's policy as written in the ladders file."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    k_factor: KFactorConfig
+    initial_rating: float = 1200.0
+    scale: float = Field(default=400.0, gt=0)
+    rounding: Literal["none", "half_even"] = "none"
+    performance: Literal["none", "sedma"] = "none"
+
+    def policy(self) -> RatingPolicy:
+        """The engine policy this configuration describes."""
+        if self.k_factor.constant is not None:
+            k = ConstantK(self.k_factor.constant)
+        else:
+            k = BandedK(tuple(tuple(b) for b in self.k_factor.bands), self.k_factor.top)  # type: ignore[arg-type]
+            if k == BandedK(SEDMA_K.bands, SEDMA_K.top_k):
+                k = SEDMA_K
+        return RatingPolicy(
+            k_factor=k,
+            initial_rating=self.initial_rating,
+            scale=self.scale,
+            rounding=Rounding(self.rounding),
+            performance=SedmaAdjustment() if self.performance == "sedma" else None,
+        )
+
+
+class LaddersFile(BaseModel):
+    """The whole ladders file: ``[ladders.<name>]`` tables."""
+
+    model_config = ConfigDict(extra="forbid")
+    ladders: dict[str, LadderConfig]
+
+
+class LadderConfigError(ValueError):
+    """The ladders file is missing, not TOML, or does not validate (message names file and key)."""
+
+
+def load_ladders(path: Path) -> dict[str, RatingPolicy]:
+    """Mapping of ladder name to :class:`engine.RatingPolicy` read from ``path``.
+
+    Raises :class:`LadderConfigError` naming the file and the offending key.
+    """
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LadderConfigError(f"{path}: {exc}") from exc
+    try:
+        parsed = LaddersFile.model_validate(raw)
+    except ValueError as exc:
+        raise LadderConfigError(f"{path}: {exc}") from exc
+    return {name: cfg.policy() for name, cfg in parsed.ladders.items()}

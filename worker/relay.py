@@ -1,0 +1,79 @@
+"""The outbox relay: publishes committed rating-changed events to a Redis Stream.
+
+Each round claims a batch of unpublished outbox rows (``FOR UPDATE SKIP LOCKED``, so relays may
+run in parallel), ``XADD``s them in one pipeline with the event id in each entry, then marks them
+published and commits. A crash between the ``XADD`` and the commit republishes the batch: delivery
+is at least once, and consumers drop duplicates by ``event_id``. The relay sleeps on
+``LISTEN ratings_outbox`` (the rating transaction NOTIFYs) and polls every ``relay_idle_wait``
+seconds in case a notification was missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+import redis
+import stamina
+
+from worker import repository
+from worker.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def relay_once(conn: psycopg.Connection, client: redis.Redis, settings: Settings) -> int:
+    """Publish one batch of unpublished events; return how many were published (maybe 0)."""
+    with conn.transaction():
+        rows = repository.claim_unpublished(conn, settings.relay_batch_size)
+        if not rows:
+            return 0
+        pipe = client.pipeline(transaction=False)
+        for _, event_id, payload in rows:
+            pipe.xadd(
+                settings.stream,
+                {"event_id": event_id, "type": "rating-changed.v1", "payload": repository.event_payloads_json(payload)},
+                maxlen=settings.stream_maxlen,
+                approximate=True,
+            )
+        pipe.execute()
+        repository.mark_published(conn, [row[0] for row in rows])
+    return len(rows)
+
+
+def run_relay(settings: Settings, stop: threading.Event | None = None) -> None:
+    """Relay events until ``stop`` is set (forever if ``None``).
+
+    Transient PostgreSQL and Redis errors are retried with jittered backoff, reconnecting.
+    """
+    stop = stop or threading.Event()
+    client = redis.Redis.from_url(settings.broker_url)
+    while not stop.is_set():
+        try:
+            for attempt in stamina.retry_context(
+                on=(psycopg.OperationalError, redis.ConnectionError, redis.TimeoutError),
+                attempts=None,
+                timeout=None,
+                wait_max=5.0,
+            ):
+                with attempt:
+                    _relay_loop(settings, client, stop)
+            return
+        except Exception:  # pragma: no cover - logged and restarted
+            log.exception("relay loop failed; restarting in 1 s")
+            stop.wait(1.0)
+
+
+def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event) -> None:
+    with psycopg.connect(settings.database_url, autocommit=True) as conn, psycopg.connect(
+        settings.database_url, autocommit=True
+    ) as listen_conn:
+        listen_conn.execute(f"LISTEN {repository.OUTBOX_CHANNEL}")
+        while not stop.is_set():
+            published = relay_once(conn, client, settings)
+            if published:
+                log.debug("published %d events", published)
+            if published < settings.relay_batch_size:
+                for _ in listen_conn.notifies(timeout=settings.relay_idle_wait, stop_after=1):
+                    pass

@@ -1,0 +1,338 @@
+"""All SQL of the worker: the rating transaction, dead letters, read models. Parameterized always.
+
+The rating transaction (DESIGN.md, "What it does"):
+
+1. look the ``match_id`` up in the ledger: present with the same payload hash → a counted
+   duplicate; with another hash → a ``conflicting_duplicate`` dead letter;
+2. create missing player rows, then lock the match's player rows with
+   ``SELECT ... ORDER BY player_id COLLATE "C" FOR UPDATE`` (one global lock order: no deadlock
+   between two matches that share players, whatever order their sides list them in);
+3. insert the ledger row (``ON CONFLICT DO NOTHING`` closes the race with a concurrent delivery
+   of the same match); its ``seq``, taken while the locks are held, is the apply order;
+4. rate with the engine, update the players, insert the history rows and one outbox row per
+   player, ``NOTIFY`` the relay; commit.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from engine import RatingChange, RatingPolicy, rate
+from worker.mapping import to_engine_match
+
+OUTBOX_CHANNEL = "ratings_outbox"
+EVENT_NAMESPACE = uuid.UUID("7d1c8f0e-3b7a-5c38-9a51-6f3e2b0d4c11")
+
+
+def event_id_for(match_id: str, player_id: str) -> uuid.UUID:
+    """Deterministic event id of the rating change of ``player_id`` in ``match_id`` (UUIDv5)."""
+    return uuid.uuid5(EVENT_NAMESPACE, f"{match_id}\x1f{player_id}")
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """The match was applied; ``seq`` is its place in the ledger."""
+
+    seq: int
+    changes: tuple[RatingChange, ...]
+    out_of_order: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """The match was applied before with the same canonical payload: nothing changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """The match id was applied before with another payload (``stored_hash``)."""
+
+    stored_hash: str
+
+
+ApplyResult = Applied | Duplicate | Conflict
+
+
+def _check_existing(cur: psycopg.Cursor, match_id: str, payload_hash: str, task_id: str | None) -> ApplyResult | None:
+    row = cur.execute("SELECT payload_hash FROM ledger WHERE match_id = %s", (match_id,)).fetchone()
+    if row is None:
+        return None
+    if row[0] == payload_hash:
+        cur.execute(
+            "INSERT INTO duplicate_deliveries (match_id, task_id) VALUES (%s, %s)", (match_id, task_id)
+        )
+        return Duplicate()
+    return Conflict(row[0])
+
+
+def apply_match(
+    conn: psycopg.Connection,
+    payload: dict[str, Any],
+    payload_hash: str,
+    finished_at: datetime,
+    policy: RatingPolicy,
+    task_id: str | None = None,
+) -> ApplyResult:
+    """Apply one validated match (canonical JSON ``payload``) exactly once, in one transaction.
+
+    ``conn`` must be in autocommit mode (this function owns the transaction). Returns
+    :class:`Applied`, :class:`Duplicate` or :class:`Conflict`; a duplicate is recorded in
+    ``duplicate_deliveries`` in the same transaction. Raises ``psycopg.errors.LockNotAvailable``
+    past ``lock_timeout``, and other ``psycopg.Error`` on database failures (nothing is written then).
+    """
+    match_id = payload["match_id"]
+    ladder = payload["ladder"]
+    match = to_engine_match(payload)
+    player_ids = sorted(set(match.player_ids()))
+    with conn.transaction(), conn.cursor() as cur:
+        existing = _check_existing(cur, match_id, payload_hash, task_id)
+        if existing is not None:
+            return existing
+        cur.execute(
+            """
+            INSERT INTO players (ladder, player_id, rating, peak_rating)
+            SELECT %(ladder)s, p, %(initial)s, %(initial)s
+              FROM unnest(%(players)s::text[]) AS p ORDER BY p COLLATE "C"
+            ON CONFLICT (ladder, player_id) DO NOTHING
+            """,
+            {"ladder": ladder, "players": player_ids, "initial": policy.initial_rating},
+        )
+        rows = cur.execute(
+            """
+            SELECT player_id, rating, games_played, last_finished_at FROM players
+             WHERE ladder = %s AND player_id = ANY(%s)
+             ORDER BY player_id COLLATE "C" FOR UPDATE
+            """,
+            (ladder, player_ids),
+        ).fetchall()
+        state = {pid: (rating, games, last) for pid, rating, games, last in rows}
+        out_of_order = any(last is not None and finished_at < last for _, _, last in state.values())
+        inserted = cur.execute(
+            """
+            INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, task_id)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (match_id) DO NOTHING RETURNING seq
+            """,
+            (match_id, ladder, payload_hash, psycopg.types.json.Jsonb(payload), finished_at, out_of_order, task_id),
+        ).fetchone()
+        if inserted is None:  # a concurrent delivery of the same match committed first
+            existing = _check_existing(cur, match_id, payload_hash, task_id)
+            assert existing is not None
+            return existing
+        seq = inserted[0]
+        changes = rate(match, {pid: s[0] for pid, s in state.items()}, policy)
+        occurred_at = datetime.now(UTC)
+        player_rows, history_rows, outbox_rows = [], [], []
+        for change in changes:
+            _, games, last = state[change.player_id]
+            sequence = games + 1
+            event_id = event_id_for(match_id, change.player_id)
+            player_rows.append(
+                {
+                    "rating": change.rating_after,
+                    "games": sequence,
+                    "win": change.result == "win",
+                    "draw": change.result == "draw",
+                    "loss": change.result == "loss",
+                    "finished_at": finished_at,
+                    "ladder": ladder,
+                    "player_id": change.player_id,
+                }
+            )
+            history_rows.append(
+                (seq, match_id, ladder, change.player_id, sequence, change.rating_before,
+                 change.rating_after, change.expected_score, change.actual_score, change.k_factor,
+                 change.result, event_id, occurred_at)
+            )
+            event = {
+                "schema_version": 1,
+                "event_id": str(event_id),
+                "reason": "match",
+                "match_id": match_id,
+                "ladder": ladder,
+                "player_id": change.player_id,
+                "rating_before": change.rating_before,
+                "rating_after": change.rating_after,
+                "delta": change.delta,
+                "expected_score": change.expected_score,
+                "actual_score": change.actual_score,
+                "k_factor": change.k_factor,
+                "sequence": sequence,
+                "games_played": sequence,
+                "out_of_order": out_of_order,
+                "occurred_at": occurred_at.isoformat(),
+            }
+            outbox_rows.append((event_id, psycopg.types.json.Jsonb(event)))
+        cur.executemany(
+            """
+            UPDATE players SET rating = %(rating)s, games_played = %(games)s,
+                   wins = wins + %(win)s::int, draws = draws + %(draw)s::int,
+                   losses = losses + %(loss)s::int,
+                   peak_rating = greatest(peak_rating, %(rating)s),
+                   last_finished_at = greatest(last_finished_at, %(finished_at)s),
+                   updated_at = now()
+             WHERE ladder = %(ladder)s AND player_id = %(player_id)s
+            """,
+            player_rows,
+        )
+        cur.executemany(
+            """
+            INSERT INTO rating_changes (ledger_seq, match_id, ladder, player_id, sequence,
+                rating_before, rating_after, expected_score, actual_score, k_factor, result,
+                event_id, occurred_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            """,
+            history_rows,
+        )
+        cur.executemany("INSERT INTO outbox (event_id, payload) VALUES (%s, %s)", outbox_rows)
+        cur.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
+    return Applied(seq, changes, out_of_order)
+
+
+def insert_dead_letter(
+    conn: psycopg.Connection,
+    reason_code: str,
+    detail: str,
+    raw_body: str,
+    match_id: str | None = None,
+    task_id: str | None = None,
+) -> int:
+    """Record a message that will not be applied; returns the dead letter's id."""
+    with conn.transaction():
+        row = conn.execute(
+            """
+            INSERT INTO dead_letters (reason_code, detail, match_id, raw_body, task_id)
+            VALUES (%s, %s, %s, %s, %s) RETURNING id
+            """,
+            (reason_code, detail, match_id, raw_body.replace("\x00", "\\u0000"), task_id),
+        ).fetchone()
+    return row[0]
+
+
+# ---------------------------------------------------------------------------- read models
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Message outcomes and events (each a count)."""
+
+    applied: int
+    duplicates: int
+    dead_letters: int
+    events: int
+    unpublished_events: int
+
+    @property
+    def received(self) -> int:
+        """Every message that ended somewhere: applied + duplicates + dead letters."""
+        return self.applied + self.duplicates + self.dead_letters
+
+
+def counts(conn: psycopg.Connection) -> Counts:
+    """Current totals of the ledger, duplicate deliveries, dead letters and the outbox."""
+    row = conn.execute(
+        """
+        SELECT (SELECT count(*) FROM ledger), (SELECT count(*) FROM duplicate_deliveries),
+               (SELECT count(*) FROM dead_letters), (SELECT count(*) FROM outbox),
+               (SELECT count(*) FROM outbox WHERE published_at IS NULL)
+        """
+    ).fetchone()
+    return Counts(*row)
+
+
+def leaderboard(conn: psycopg.Connection, ladder: str, top: int | None = None) -> list[dict[str, Any]]:
+    """Players of ``ladder`` by rating (highest first): rank, player_id, rating, games, wins,
+    draws, losses, win_pct (wins / games × 100), peak_rating."""
+    rows = conn.cursor(row_factory=dict_row).execute(
+        """
+        SELECT rank() OVER (ORDER BY rating DESC) AS rank, player_id, rating,
+               games_played AS games, wins, draws, losses,
+               round(100.0 * wins / nullif(games_played, 0), 1) AS win_pct, peak_rating
+          FROM players WHERE ladder = %s
+         ORDER BY rating DESC, player_id COLLATE "C" LIMIT %s
+        """,
+        (ladder, top),
+    ).fetchall()
+    return rows
+
+
+def history(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[str, Any]]:
+    """Rating history of one player on one ladder, oldest first."""
+    return conn.cursor(row_factory=dict_row).execute(
+        """
+        SELECT rc.sequence, rc.match_id, l.finished_at, rc.result, rc.rating_before,
+               rc.rating_after, rc.rating_after - rc.rating_before AS delta,
+               rc.expected_score, rc.actual_score, rc.k_factor
+          FROM rating_changes rc JOIN ledger l ON l.seq = rc.ledger_seq
+         WHERE rc.ladder = %s AND rc.player_id = %s ORDER BY rc.sequence
+        """,
+        (ladder, player_id),
+    ).fetchall()
+
+
+def iter_ledger(conn: psycopg.Connection, ladder: str, batch_size: int = 5000) -> Iterator[dict[str, Any]]:
+    """Stream the ladder's ledger payloads in apply order, through a server-side cursor."""
+    with conn.transaction(), conn.cursor(name="ledger_replay") as cur:
+        cur.itersize = batch_size
+        cur.execute("SELECT payload FROM ledger WHERE ladder = %s ORDER BY seq", (ladder,))
+        for (payload,) in cur:
+            yield payload
+
+
+def stored_standings(conn: psycopg.Connection, ladder: str) -> dict[str, tuple[float, int]]:
+    """Mapping of player id to (stored rating, games played) for ``ladder``."""
+    rows = conn.execute(
+        "SELECT player_id, rating, games_played FROM players WHERE ladder = %s", (ladder,)
+    ).fetchall()
+    return {pid: (rating, games) for pid, rating, games in rows}
+
+
+def ladders_in_use(conn: psycopg.Connection) -> list[str]:
+    """Ladders that have at least one player row."""
+    return [r[0] for r in conn.execute("SELECT DISTINCT ladder FROM players ORDER BY 1").fetchall()]
+
+
+def dead_letters(conn: psycopg.Connection, limit: int = 100) -> list[dict[str, Any]]:
+    """The most recent dead letters, newest first."""
+    return conn.cursor(row_factory=dict_row).execute(
+        """SELECT id, received_at, reason_code, match_id, detail, raw_body
+             FROM dead_letters ORDER BY id DESC LIMIT %s""",
+        (limit,),
+    ).fetchall()
+
+
+def dead_letter_counts(conn: psycopg.Connection) -> dict[str, int]:
+    """Dead letters by reason code."""
+    return dict(
+        conn.execute("SELECT reason_code, count(*) FROM dead_letters GROUP BY 1 ORDER BY 1").fetchall()
+    )
+
+
+def event_payloads_json(payload: Any) -> str:
+    """Compact JSON text of an outbox payload, as written to the stream."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def claim_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, str, Any]]:
+    """Lock up to ``limit`` unpublished outbox rows (``SKIP LOCKED``: relays may run in parallel).
+
+    Must run inside a transaction; returns ``(id, event_id, payload)`` in outbox order.
+    """
+    return conn.execute(
+        """SELECT id, event_id::text, payload FROM outbox WHERE published_at IS NULL
+            ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED""",
+        (limit,),
+    ).fetchall()
+
+
+def mark_published(conn: psycopg.Connection, ids: Sequence[int]) -> None:
+    """Mark outbox rows published (inside the transaction that claimed them)."""
+    conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY(%s)", (list(ids),))

@@ -1,0 +1,80 @@
+"""Starting and stopping the service's processes (workers, relay), for the demo and the tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from worker import repository
+
+
+@dataclass
+class ServiceProcesses:
+    """Real worker and relay processes started with ``env`` (which carries the RATINGS_ URLs)."""
+
+    env: dict[str, str]
+    log_dir: Path
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def _start(self, name: str, args: list[str]) -> subprocess.Popen:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{name}.log", "ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "worker", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs[name] = proc
+        return proc
+
+    def start_worker(self, name: str, concurrency: int = 1, pool: str = "prefork") -> subprocess.Popen:
+        """Start one Celery worker node ``name`` with ``concurrency`` children."""
+        return self._start(name, ["worker", "--concurrency", str(concurrency), "--name", f"{name}@%h",
+                                  "--loglevel", "WARNING", "--pool", pool])
+
+    def start_relay(self, name: str = "relay") -> subprocess.Popen:
+        """Start one outbox relay."""
+        return self._start(name, ["relay"])
+
+    def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
+        """Send ``sig`` to process ``name``'s group and wait; SIGKILL the group past ``timeout``."""
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+
+    def stop_all(self) -> None:
+        """Stop every process (warm shutdown first)."""
+        for name in list(self.procs):
+            self.stop(name)
+
+
+def wait_until_drained(
+    database_url: str, expected_received: int, timeout: float, on_progress=None, poll: float = 0.25
+) -> repository.Counts:
+    """Wait until applied + duplicates + dead letters reaches ``expected_received`` and every outbox
+    row is published; return the counts. Raises ``TimeoutError`` with the last counts past ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        while True:
+            c = repository.counts(conn)
+            if on_progress:
+                on_progress(c)
+            if c.received >= expected_received and c.unpublished_events == 0:
+                return c
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not drained after {timeout:.0f} s: {c} (expected {expected_received} received)")
+            time.sleep(poll)

@@ -1,0 +1,80 @@
+"""The one settings object. Nothing else in the project reads the environment.
+
+Every field is read from an environment variable with the prefix ``RATINGS_`` (for example
+``RATINGS_DATABASE_URL``) or from a ``.env`` file in the working directory.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_LADDERS_FILE = Path(__file__).with_name("ladders.toml")
+
+
+class Settings(BaseSettings):
+    """Worker, relay and CLI settings (environment prefix ``RATINGS_``). Durations in seconds."""
+
+    model_config = SettingsConfigDict(env_prefix="RATINGS_", env_file=".env", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL (libpq form; TLS via ?sslmode=verify-full). Unset: the demo "
+        "and the tests start an embedded PostgreSQL.",
+    )
+    broker_url: str | None = Field(
+        default=None,
+        description="Redis URL for the Celery broker and the event stream (rediss:// for TLS). "
+        "Unset: the demo and the tests start an embedded Redis-compatible server.",
+    )
+    state_dir: Path = Field(
+        default=Path(".ratings-state"),
+        description="Folder holding the embedded servers' files.",
+    )
+    ladders_file: Path = Field(
+        default=DEFAULT_LADDERS_FILE,
+        description="TOML file mapping each ladder name to its rating policy.",
+    )
+    queue: str = Field(default="ratings", description="Celery queue (a Redis list) of match-finished tasks.")
+    stream: str = Field(
+        default="ratings.rating-changed", description="Redis Stream the outbox relay publishes to."
+    )
+    stream_maxlen: int = Field(
+        default=1_000_000,
+        description="Approximate cap on the stream's length (XADD MAXLEN ~). The database is the "
+        "source of truth; the stream is a bounded delivery channel.",
+    )
+    visibility_timeout: int = Field(
+        default=3600,
+        description="Redis transport visibility timeout: an unacknowledged task is redelivered "
+        "after this. Must exceed task_time_limit, or a slow task would run twice at once.",
+    )
+    task_time_limit: int = Field(
+        default=300, description="Hard time limit of one rating task (the child is killed past it)."
+    )
+    prefetch_multiplier: int = Field(
+        default=4,
+        description="Messages each worker child reserves ahead. Small, so a crashed child strands "
+        "few messages until the visibility timeout.",
+    )
+    lock_timeout_ms: int = Field(
+        default=5000, description="PostgreSQL lock_timeout for the player row locks, in milliseconds."
+    )
+    statement_timeout_ms: int = Field(default=30000, description="PostgreSQL statement_timeout, in ms.")
+    max_retries: int = Field(
+        default=8, description="In-process retries of a transient database error before giving up."
+    )
+    pool_max_size: int = Field(default=4, description="Connections per worker child's pool.")
+    relay_batch_size: int = Field(default=500, description="Outbox rows the relay publishes per round.")
+    relay_idle_wait: float = Field(
+        default=1.0, description="Seconds the relay waits for NOTIFY before polling the outbox again."
+    )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once from the environment."""
+    return Settings()
