@@ -9,7 +9,9 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
 * a small ``worker_prefetch_multiplier``: a crashed worker strands few reserved messages;
 * ``visibility_timeout`` (Redis transport) above ``task_time_limit``: a message is only
   redelivered once its first run cannot still be going;
-* no result backend: results live in PostgreSQL; no ETA or countdown on the rating path.
+* no result backend: results live in PostgreSQL; no ETA or countdown on the rating path;
+* a consumer (:mod:`worker.gate`) that dead-letters the messages Celery would log and drop;
+* the broker connection is retried for ever: a Redis restart must not leave an idle worker.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def configure(app: Celery, settings: Settings) -> Celery:
         worker_redirect_stdouts=False,
         enable_utc=True,
         imports=["worker.tasks"],
+        worker_consumer="worker.gate:RatingsConsumer",
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,
     )
     return app
 

@@ -18,12 +18,13 @@ import redis
 import stamina
 
 from worker import repository
+from worker.faults import FaultInjector
 from worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def relay_once(conn: psycopg.Connection, client: redis.Redis, settings: Settings) -> int:
+def relay_once(conn: psycopg.Connection, client: redis.Redis, settings: Settings, faults: FaultInjector | None = None) -> int:
     """Publish one batch of unpublished events; return how many were published (maybe 0)."""
     with conn.transaction():
         rows = repository.claim_unpublished(conn, settings.relay_batch_size)
@@ -38,6 +39,8 @@ def relay_once(conn: psycopg.Connection, client: redis.Redis, settings: Settings
                 approximate=True,
             )
         pipe.execute()
+        if faults is not None:
+            faults.hit("relay_after_xadd")
         repository.mark_published(conn, [row[0] for row in rows])
     return len(rows)
 
@@ -70,8 +73,9 @@ def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event) 
         settings.database_url, autocommit=True
     ) as listen_conn:
         listen_conn.execute(f"LISTEN {repository.OUTBOX_CHANNEL}")
+        faults = FaultInjector(settings.fault_injection)
         while not stop.is_set():
-            published = relay_once(conn, client, settings)
+            published = relay_once(conn, client, settings, faults)
             if published:
                 log.debug("published %d events", published)
             if published < settings.relay_batch_size:

@@ -15,9 +15,10 @@ The rating transaction (DESIGN.md, "What it does"):
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -58,19 +59,31 @@ class Conflict:
     stored_hash: str
 
 
-ApplyResult = Applied | Duplicate | Conflict
+@dataclass(frozen=True, slots=True)
+class Redelivered:
+    """This very message (same Celery task id) already ended somewhere: nothing is counted again."""
+
+
+ApplyResult = Applied | Duplicate | Conflict | Redelivered
 
 
 def _check_existing(cur: psycopg.Cursor, match_id: str, payload_hash: str, task_id: str | None) -> ApplyResult | None:
-    row = cur.execute("SELECT payload_hash FROM ledger WHERE match_id = %s", (match_id,)).fetchone()
+    """Classify a match id already in the ledger: redelivery, duplicate or conflict (None if absent)."""
+    row = cur.execute("SELECT payload_hash, task_id FROM ledger WHERE match_id = %s", (match_id,)).fetchone()
     if row is None:
         return None
-    if row[0] == payload_hash:
-        cur.execute(
-            "INSERT INTO duplicate_deliveries (match_id, task_id) VALUES (%s, %s)", (match_id, task_id)
-        )
-        return Duplicate()
-    return Conflict(row[0])
+    stored_hash, applied_by = row
+    if task_id is not None and applied_by == task_id:
+        cur.execute("UPDATE ledger SET redeliveries = redeliveries + 1 WHERE match_id = %s", (match_id,))
+        return Redelivered()
+    if stored_hash != payload_hash:
+        return Conflict(stored_hash)
+    inserted = cur.execute(
+        """INSERT INTO duplicate_deliveries (match_id, task_id) VALUES (%s, %s)
+           ON CONFLICT (task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING id""",
+        (match_id, task_id),
+    ).fetchone()
+    return Duplicate() if inserted else Redelivered()
 
 
 def apply_match(
@@ -80,12 +93,14 @@ def apply_match(
     finished_at: datetime,
     policy: RatingPolicy,
     task_id: str | None = None,
+    before_commit: Callable[[], None] | None = None,
 ) -> ApplyResult:
     """Apply one validated match (canonical JSON ``payload``) exactly once, in one transaction.
 
     ``conn`` must be in autocommit mode (this function owns the transaction). Returns
-    :class:`Applied`, :class:`Duplicate` or :class:`Conflict`; a duplicate is recorded in
-    ``duplicate_deliveries`` in the same transaction. Raises ``psycopg.errors.LockNotAvailable``
+    :class:`Applied`, :class:`Duplicate`, :class:`Conflict` or :class:`Redelivered`; a duplicate
+    is recorded in ``duplicate_deliveries`` in the same transaction. ``before_commit`` runs inside
+    the transaction after every write (the fault tests kill the process there). Raises ``psycopg.errors.LockNotAvailable``
     past ``lock_timeout``, and other ``psycopg.Error`` on database failures (nothing is written then).
     """
     match_id = payload["match_id"]
@@ -194,6 +209,8 @@ def apply_match(
         )
         cur.executemany("INSERT INTO outbox (event_id, payload) VALUES (%s, %s)", outbox_rows)
         cur.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
+        if before_commit is not None:
+            before_commit()
     return Applied(seq, changes, out_of_order)
 
 
@@ -201,20 +218,58 @@ def insert_dead_letter(
     conn: psycopg.Connection,
     reason_code: str,
     detail: str,
-    raw_body: str,
+    raw_body: str | bytes,
     match_id: str | None = None,
     task_id: str | None = None,
-) -> int:
-    """Record a message that will not be applied; returns the dead letter's id."""
+    content_type: str | None = None,
+    headers: dict[str, Any] | None = None,
+) -> int | None:
+    """Record a message that will not be applied; return its id, or ``None`` when this task id
+    was dead-lettered before (a redelivery: nothing new is recorded).
+
+    ``raw_body`` is kept verbatim: text as is, bytes as UTF-8 text when they decode, else base64
+    (``raw_encoding`` says which).
+    """
+    if isinstance(raw_body, bytes | bytearray):
+        try:
+            text, encoding = bytes(raw_body).decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            text, encoding = base64.b64encode(raw_body).decode("ascii"), "base64"
+    else:
+        text, encoding = raw_body, "utf-8"
+    if "\x00" in text:  # PostgreSQL text cannot hold NUL: keep the exact bytes as base64
+        text, encoding = base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii"), "base64"
     with conn.transaction():
         row = conn.execute(
             """
-            INSERT INTO dead_letters (reason_code, detail, match_id, raw_body, task_id)
-            VALUES (%s, %s, %s, %s, %s) RETURNING id
+            INSERT INTO dead_letters (reason_code, detail, match_id, raw_body, raw_encoding, task_id,
+                                      content_type, headers)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING id
             """,
-            (reason_code, detail, match_id, raw_body.replace("\x00", "\\u0000"), task_id),
+            (reason_code, detail.replace("\x00", "\\x00"), match_id, text, encoding, task_id, content_type,
+             psycopg.types.json.Jsonb(headers) if headers is not None else None),
         ).fetchone()
-    return row[0]
+    return row[0] if row else None
+
+
+def dead_letter(conn: psycopg.Connection, dead_letter_id: int) -> dict[str, Any] | None:
+    """One dead letter with every column, or ``None``."""
+    return conn.cursor(row_factory=dict_row).execute(
+        "SELECT * FROM dead_letters WHERE id = %s", (dead_letter_id,)
+    ).fetchone()
+
+
+def resolve_dead_letter(
+    conn: psycopg.Connection, dead_letter_id: int, status: str, by: str, requeue_task_id: str | None = None
+) -> bool:
+    """Mark an open dead letter ``requeued`` or ``discarded`` by ``by`` now; False if not open."""
+    row = conn.execute(
+        """UPDATE dead_letters SET status = %s, resolved_at = now(), resolved_by = %s, requeue_task_id = %s
+            WHERE id = %s AND status = 'open' RETURNING id""",
+        (status, by, requeue_task_id, dead_letter_id),
+    ).fetchone()
+    return row is not None
 
 
 # ---------------------------------------------------------------------------- read models
@@ -300,12 +355,18 @@ def ladders_in_use(conn: psycopg.Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT DISTINCT ladder FROM players ORDER BY 1").fetchall()]
 
 
-def dead_letters(conn: psycopg.Connection, limit: int = 100) -> list[dict[str, Any]]:
-    """The most recent dead letters, newest first."""
+def dead_letters(
+    conn: psycopg.Connection, limit: int = 100, status: str | None = "open", reason_code: str | None = None
+) -> list[dict[str, Any]]:
+    """Dead letters, newest first, filtered by ``status`` (None: any) and ``reason_code``."""
     return conn.cursor(row_factory=dict_row).execute(
-        """SELECT id, received_at, reason_code, match_id, detail, raw_body
-             FROM dead_letters ORDER BY id DESC LIMIT %s""",
-        (limit,),
+        """SELECT id, received_at, reason_code, status, match_id, detail, raw_body, raw_encoding,
+                  resolved_at, resolved_by
+             FROM dead_letters
+            WHERE (%(status)s::text IS NULL OR status = %(status)s)
+              AND (%(reason)s::text IS NULL OR reason_code = %(reason)s)
+            ORDER BY id DESC LIMIT %(limit)s""",
+        {"status": status, "reason": reason_code, "limit": limit},
     ).fetchall()
 
 

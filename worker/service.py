@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool
 from engine import RatingPolicy
 from schemas import InvalidMessage, parse_match_finished
 from worker import repository
+from worker.faults import FaultInjector
 from worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class RatingService:
         self.pool = pool
         self.policies = policies
         self.settings = settings
+        self.faults = FaultInjector(settings.fault_injection)
 
     def _retrying(self):
         return stamina.retry_context(
@@ -85,12 +87,28 @@ class RatingService:
             timeout=min(60.0, self.settings.task_time_limit / 2),
         )
 
-    def dead_letter(self, reason_code: str, detail: str, raw: Any, match_id: str | None, task_id: str | None) -> Handled:
-        """Record ``raw`` as a dead letter (retrying transient errors); never raises for bad input."""
-        body = raw_text(raw)
+    def dead_letter(
+        self,
+        reason_code: str,
+        detail: str,
+        raw: Any,
+        match_id: str | None,
+        task_id: str | None,
+        content_type: str | None = None,
+        headers: dict[str, Any] | None = None,
+    ) -> Handled:
+        """Record ``raw`` as a dead letter (retrying transient errors); never raises for bad input.
+
+        Returns outcome ``redelivered`` when this task id was dead-lettered before.
+        """
+        body = raw if isinstance(raw, bytes | bytearray) else raw_text(raw)
         for attempt in self._retrying():
             with attempt, self.pool.connection() as conn:
-                repository.insert_dead_letter(conn, reason_code, detail, body, match_id, task_id)
+                new_id = repository.insert_dead_letter(
+                    conn, reason_code, detail, body, match_id, task_id, content_type, headers
+                )
+        if new_id is None:
+            return Handled("redelivered", reason_code, match_id)
         log.warning("dead letter %s: %s (match_id=%s)", reason_code, detail, match_id)
         return Handled("dead_letter", reason_code, match_id)
 
@@ -121,7 +139,8 @@ class RatingService:
             for attempt in self._retrying():
                 with attempt, self.pool.connection() as conn:
                     result = repository.apply_match(
-                        conn, payload, payload_hash, match.finished_at, policy, task_id
+                        conn, payload, payload_hash, match.finished_at, policy, task_id,
+                        before_commit=self._before_commit,
                     )
         except TRANSIENT_ERRORS:
             raise
@@ -145,4 +164,10 @@ class RatingService:
             )
         if isinstance(result, repository.Duplicate):
             return Handled("duplicate", None, match.match_id)
+        if isinstance(result, repository.Redelivered):
+            return Handled("redelivered", None, match.match_id)
+        self.faults.hit("after_commit")
         return Handled("applied", None, match.match_id)
+
+    def _before_commit(self) -> None:
+        self.faults.hit("in_transaction")

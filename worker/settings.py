@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_LADDERS_FILE = Path(__file__).with_name("ladders.toml")
@@ -48,12 +48,17 @@ class Settings(BaseSettings):
         "source of truth; the stream is a bounded delivery channel.",
     )
     visibility_timeout: int = Field(
-        default=3600,
-        description="Redis transport visibility timeout: an unacknowledged task is redelivered "
-        "after this. Must exceed task_time_limit, or a slow task would run twice at once.",
+        default=300,
+        description="Redis transport visibility timeout: a message reserved by a worker that died "
+        "without acknowledging it is redelivered after this many seconds. Must exceed "
+        "task_time_limit, or a slow task would run twice at once; shorter means faster recovery "
+        "after a lost worker node.",
     )
     task_time_limit: int = Field(
-        default=300, description="Hard time limit of one rating task (the child is killed past it)."
+        default=120,
+        description="Hard time limit of one rating task (the child is killed past it). A rating "
+        "transaction takes milliseconds; the in-process retries stop after 60 s; 120 s leaves room "
+        "and stays below visibility_timeout.",
     )
     prefetch_multiplier: int = Field(
         default=4,
@@ -69,9 +74,22 @@ class Settings(BaseSettings):
     )
     pool_max_size: int = Field(default=4, description="Connections per worker child's pool.")
     relay_batch_size: int = Field(default=500, description="Outbox rows the relay publishes per round.")
+    fault_injection: str | None = Field(
+        default=None,
+        description="Test-only: SIGKILL this process at named points (see worker/faults.py). Never set it in production.",
+    )
     relay_idle_wait: float = Field(
         default=1.0, description="Seconds the relay waits for NOTIFY before polling the outbox again."
     )
+
+    @model_validator(mode="after")
+    def _visibility_above_time_limit(self) -> "Settings":
+        if self.visibility_timeout <= self.task_time_limit:
+            raise ValueError(
+                f"RATINGS_VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must exceed RATINGS_TASK_TIME_LIMIT "
+                f"({self.task_time_limit} s), or Redis redelivers a task that is still running"
+            )
+        return self
 
 
 @lru_cache(maxsize=1)
