@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.elo import DRAW, LOSS, WIN, expected_score
+from engine.elo import DRAW, LOSS, WIN, expected_score, update
 from engine.model import Match, Outcome, RatingChange
 from engine.policy import RatingPolicy
 from engine.teams import side_rating
@@ -47,7 +47,7 @@ def rate(match: Match, ratings: Mapping[str, float], policy: RatingPolicy) -> tu
         for participant, before in zip(players, befores):
             k = policy.k_factor(before)
             actual = base if adjustment is None else adjustment.adjusted_score(base, participant.performance)
-            after = policy.round(before + k * (actual - expected))
+            after = policy.round(update(before, k, actual, expected))
             changes.append(
                 RatingChange(
                     player_id=participant.player_id,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from engine.elo import expected_score
+from engine.elo import expected_score, update
 from engine.k_factor import SEDMA_K
 from engine.model import Performance
 
@@ -102,7 +102,8 @@ def calculate_new_ratings(
     Ratings are integer rating points; counts are per-match Sedma statistics (see
     :class:`engine.model.Performance`). K comes from each player's rating before the match
     (:data:`engine.k_factor.SEDMA_K`). Reproduces ``../shared/golden/sedma_reference.csv``
-    exactly. Raises nothing for any integer input.
+    exactly. Raises ``OverflowError`` only for counts or ratings far beyond any real match
+    (above about 10^38, where C# would give infinities).
     """
     k_a = SEDMA_K(rating_a)
     k_b = SEDMA_K(rating_b)
@@ -116,6 +117,6 @@ def calculate_new_ratings(
     expected_a = expected_score(rating_a, rating_b)
     expected_b = expected_score(rating_b, rating_a)
     return (
-        int(round(rating_a + k_a * (score_a - expected_a))),
-        int(round(rating_b + k_b * (score_b - expected_b))),
+        int(round(update(rating_a, k_a, score_a, expected_a))),
+        int(round(update(rating_b, k_b, score_b, expected_b))),
     )

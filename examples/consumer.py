@@ -42,14 +42,21 @@ class RatingEventConsumer:
                 raise
 
     def poll(self, count: int = 500, block_ms: int = 1000) -> int:
-        """Read, handle and acknowledge up to ``count`` new entries; return how many were read."""
-        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block_ms)
+        """Read, handle and acknowledge up to ``count`` entries; return how many were read.
+
+        Entries this consumer read before but did not acknowledge (its handler raised, or the
+        process died) come first, then new ones. An event is marked seen only after ``handle``
+        returned, so a failed event is handled again on the next poll.
+        """
+        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: "0"}, count=count)
+        if not reply or not reply[0][1]:
+            reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block_ms)
         n = 0
         for _, entries in reply or []:
             for entry_id, fields in entries:
                 n += 1
                 event_id = _text(fields[b"event_id"] if b"event_id" in fields else fields["event_id"])
-                if self.client.sadd(self.seen_key, event_id) == 0:
+                if self.client.sismember(self.seen_key, event_id):
                     self.duplicates += 1  # delivered before: drop it
                 else:
                     event = json.loads(_text(fields[b"payload"] if b"payload" in fields else fields["payload"]))
@@ -57,8 +64,9 @@ class RatingEventConsumer:
                     last = int(self.client.hget(self.sequence_key, key) or 0)
                     if event["sequence"] != last + 1:
                         self.gaps.append((key, last, event["sequence"]))
+                    self.handle(event)  # raises: not acknowledged, read again on the next poll
+                    self.client.sadd(self.seen_key, event_id)
                     self.client.hset(self.sequence_key, key, max(last, event["sequence"]))
-                    self.handle(event)
                 self.client.xack(self.stream, self.group, entry_id)
         return n
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from worker.embedded import EmbeddedServers
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
 
-
-import os  # noqa: E402
-
-import pytest  # noqa: E402
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -21,3 +23,18 @@ def pytest_runtest_makereport(item, call):
     if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, which counts as a failure: {report.longrepr}"
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory) -> Iterator[tuple[str, str]]:
+    """(admin database URL, broker URL) of real servers: configured ones or embedded ones."""
+    db = os.environ.get("RATINGS_DATABASE_URL")
+    broker = os.environ.get("RATINGS_BROKER_URL")
+    embedded = None
+    if not db or not broker:
+        embedded = EmbeddedServers.start(tmp_path_factory.mktemp("servers"), postgres=not db, redis_server=not broker)
+    try:
+        yield db or embedded.database_url, broker or embedded.broker_url
+    finally:
+        if embedded is not None:
+            embedded.stop()

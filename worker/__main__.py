@@ -1,3 +1,3 @@
-from worker.cli import app
+from worker.cli import main
 
-app(prog_name="ratings")
+main()

@@ -26,7 +26,11 @@ def configure(app: Celery, settings: Settings) -> Celery:
     app.conf.update(
         broker_url=settings.broker_url,
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout,
+            "unacked_restore_interval": settings.restore_interval,
+            "unacked_restore_throttle": 1,
+        },
         task_serializer="json",
         accept_content=["json"],
         result_serializer="json",
@@ -36,7 +40,7 @@ def configure(app: Celery, settings: Settings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         task_time_limit=settings.task_time_limit,
-        task_soft_time_limit=max(1, settings.task_time_limit - 30),
+        task_soft_time_limit=max(1, int(settings.task_time_limit * 0.8)),
         worker_prefetch_multiplier=settings.prefetch_multiplier,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_hijack_root_logger=False,

@@ -17,7 +17,10 @@ from rich.table import Table
 from worker import repository
 from worker.settings import get_settings
 
-app = typer.Typer(help="Match rating worker: rate finished matches exactly once.", no_args_is_help=True)
+app = typer.Typer(
+    help="Match rating worker: rate finished matches exactly once.", no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 console = Console()
 err = Console(stderr=True)
 
@@ -48,6 +51,13 @@ def _policies():
         raise typer.Exit(2) from exc
 
 
+def _known_ladder(ladder: str) -> None:
+    policies = _policies()
+    if ladder not in policies:
+        err.print(f"[red]unknown ladder {ladder!r}[/red]; configured: {', '.join(sorted(policies))}")
+        raise typer.Exit(2)
+
+
 @app.command()
 def migrate() -> None:
     """Apply pending database migrations (yoyo-migrations, files in worker/migrations)."""
@@ -67,6 +77,7 @@ def worker(
     """Start a Celery worker consuming the ratings queue with the service's settings."""
     _database_url()
     _broker_url()
+    _policies()  # a broken ladders file stops the worker here, before it takes any message
     from worker.celery_app import app as celery_app
 
     settings = get_settings()
@@ -146,16 +157,17 @@ def generate(
 @app.command()
 def leaderboard(
     ladder: Annotated[str, typer.Option(help="Ladder name.")],
-    top: Annotated[Optional[int], typer.Option(help="Only the first N.")] = 20,
+    top: Annotated[Optional[int], typer.Option(help="Only the first N.", min=1)] = 20,
     as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
 ) -> None:
     """Players of a ladder by rating: rank, player, rating, games, wins, draws, losses, win %."""
+    _known_ladder(ladder)
     with psycopg.connect(_database_url()) as conn:
         rows = repository.leaderboard(conn, ladder, top)
     columns = ["rank", "player_id", "rating", "games", "wins", "draws", "losses", "win_pct"]
     if as_csv:
         writer = csv.writer(sys.stdout)
-        writer.writerow(columns)
+        writer.writerow(["rank", "player", "rating", "games", "wins", "draws", "losses", "win %"])
         for r in rows:
             writer.writerow([r[c] for c in columns])
         return
@@ -181,6 +193,7 @@ def history(
     as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
 ) -> None:
     """One player's rating history on a ladder, oldest first."""
+    _known_ladder(ladder)
     with psycopg.connect(_database_url()) as conn:
         rows = repository.history(conn, ladder, player)
     if not rows:
@@ -224,20 +237,139 @@ def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: 
         raise typer.Exit(1)
 
 
-@app.command("dead-letters")
-def dead_letters_cmd(limit: Annotated[int, typer.Option(help="How many, newest first.")] = 50) -> None:
-    """List dead letters with their reason codes (and a count by reason)."""
+dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.", invoke_without_command=True)
+app.add_typer(dead_letters_app, name="dead-letters")
+
+
+def _who(by: str | None) -> str:
+    import getpass
+    import socket
+
+    return by or f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+@dead_letters_app.callback()
+def dead_letters_default(ctx: typer.Context) -> None:
+    """With no subcommand: the same as `dead-letters list`."""
+    if ctx.invoked_subcommand is None:
+        dead_letters_list()
+
+
+@dead_letters_app.command("list")
+def dead_letters_list(
+    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 50,
+    status: Annotated[str, typer.Option(help="open, requeued, discarded or any.")] = "open",
+    reason: Annotated[Optional[str], typer.Option(help="Only this reason code.")] = None,
+) -> None:
+    """List dead letters with their reason codes (and a count of open ones by reason)."""
     with psycopg.connect(_database_url()) as conn:
         by_reason = repository.dead_letter_counts(conn)
-        rows = repository.dead_letters(conn, limit)
-    console.print("by reason: " + (", ".join(f"{k}={v}" for k, v in by_reason.items()) or "none"))
+        rows = repository.dead_letters(conn, limit, None if status == "any" else status, reason)
+    console.print("open by reason: " + (", ".join(f"{k}={v}" for k, v in by_reason.items()) or "none"))
     table = Table()
-    for col in ["id", "received", "reason", "match_id", "detail", "raw body"]:
+    for col in ["id", "received", "reason", "status", "match_id", "detail", "raw body"]:
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(str(r["id"]), r["received_at"].isoformat(timespec="seconds"), r["reason_code"],
+        table.add_row(str(r["id"]), r["received_at"].isoformat(timespec="seconds"), r["reason_code"], r["status"],
                       r["match_id"] or "", r["detail"][:160], r["raw_body"][:120])
     console.print(table)
+
+
+@dead_letters_app.command("show")
+def dead_letters_show(dead_letter_id: Annotated[int, typer.Argument(help="Dead letter id.")]) -> None:
+    """Every field of one dead letter, the raw body in full."""
+    with psycopg.connect(_database_url()) as conn:
+        row = repository.dead_letter(conn, dead_letter_id)
+    if row is None:
+        err.print(f"no dead letter {dead_letter_id}")
+        raise typer.Exit(1)
+    for key, value in row.items():
+        if key != "raw_body":
+            console.print(f"[bold]{key}[/bold]: {value}", highlight=False)
+    console.print("[bold]raw_body[/bold]:")
+    sys.stdout.write(row["raw_body"] + "\n")
+
+
+@dead_letters_app.command("requeue")
+def dead_letters_requeue(
+    ids: Annotated[list[int], typer.Argument(help="Dead letter ids.")],
+    by: Annotated[Optional[str], typer.Option(help="Who requeues (default: user@host).")] = None,
+) -> None:
+    """Publish open dead letters again; the worker re-validates them through the same path.
+
+    The row records who requeued it, when, and the new task id. A pickled message (content type
+    refused) is never requeued: it would have to be unpickled.
+    """
+    from worker.producer import producer_app, publish_match
+    from worker.requeue import RequeueRefused, requeue_body
+
+    settings = get_settings()
+    papp = producer_app(_broker_url())
+    failed = False
+    with psycopg.connect(_database_url(), autocommit=True) as conn:
+        for dead_letter_id in ids:
+            row = repository.dead_letter(conn, dead_letter_id)
+            if row is None or row["status"] != "open":
+                err.print(f"dead letter {dead_letter_id}: not found or not open")
+                failed = True
+                continue
+            try:
+                body = requeue_body(row)
+            except RequeueRefused as exc:
+                err.print(f"dead letter {dead_letter_id}: {exc}")
+                failed = True
+                continue
+            with conn.transaction():
+                task_id = publish_match(papp, body, queue=settings.queue)
+                repository.resolve_dead_letter(conn, dead_letter_id, "requeued", _who(by), task_id)
+            console.print(f"dead letter {dead_letter_id} requeued as task {task_id}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@dead_letters_app.command("discard")
+def dead_letters_discard(
+    ids: Annotated[list[int], typer.Argument(help="Dead letter ids.")],
+    by: Annotated[Optional[str], typer.Option(help="Who discards (default: user@host).")] = None,
+) -> None:
+    """Mark open dead letters discarded (kept, with who and when; never deleted)."""
+    failed = False
+    with psycopg.connect(_database_url(), autocommit=True) as conn:
+        for dead_letter_id in ids:
+            if repository.resolve_dead_letter(conn, dead_letter_id, "discarded", _who(by)):
+                console.print(f"dead letter {dead_letter_id} discarded")
+            else:
+                err.print(f"dead letter {dead_letter_id}: not found or not open")
+                failed = True
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def doctor(
+    outbox_lag: Annotated[float, typer.Option(help="Seconds an event may stay unpublished.")] = 60.0,
+    max_queue_depth: Annotated[Optional[int], typer.Option(help="Fail above this many queued messages.")] = None,
+    skip_verify: Annotated[bool, typer.Option(help="Do not replay the ledgers (large ledgers).")] = False,
+) -> None:
+    """Check the service's health; exit 1 when something is wrong.
+
+    Reports: database and broker reachable, outbox rows unpublished for longer than
+    ``--outbox-lag`` seconds, open dead letters by reason (any open one is a finding: it waits
+    for requeue or discard), queue depth (queued and reserved-unacknowledged), and
+    ledger/stored-rating mismatches (``verify`` of every configured ladder).
+    """
+    from worker.doctor import run_checks
+
+    findings = run_checks(get_settings(), _policies(), outbox_lag, max_queue_depth, not skip_verify)
+    table = Table(title="ratings doctor")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for f in findings:
+        table.add_row(f.check, "[green]ok[/green]" if f.ok else "[red]FAIL[/red]", f.detail)
+    console.print(table)
+    if not all(f.ok for f in findings):
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -252,5 +384,30 @@ def demo(
     raise typer.Exit(run_demo(football_limit=limit, sedma_matches=sedma, workers=workers))
 
 
+def main() -> None:
+    """Console-script entry point: the CLI, with expected failures as one-line messages (exit 2)."""
+    import kombu.exceptions
+    import pydantic
+    import redis
+
+    try:
+        app(prog_name="ratings")
+    except psycopg.OperationalError as exc:
+        err.print(f"[red]database unreachable[/red]: {str(exc).strip().splitlines()[0]} (check RATINGS_DATABASE_URL)")
+        raise SystemExit(2) from None
+    except (redis.ConnectionError, kombu.exceptions.OperationalError) as exc:
+        err.print(f"[red]broker unreachable[/red]: {exc} (check RATINGS_BROKER_URL)")
+        raise SystemExit(2) from None
+    except pydantic.ValidationError as exc:
+        err.print(f"[red]invalid settings[/red]: {exc}")
+        raise SystemExit(2) from None
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        err.print(f"[red]cannot read {exc.filename}[/red]: {exc.strerror}")
+        raise SystemExit(2) from None
+    except ValueError as exc:
+        err.print(f"[red]error[/red]: {exc}")
+        raise SystemExit(2) from None
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

@@ -50,6 +50,15 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
     try:
         applied = migrate(database_url)
         console.print(f"migrations applied: {', '.join(applied) or 'none pending'}")
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            already = conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE 'football:%'").fetchone()[0]
+        if already:
+            console.print(
+                f"[red]this database already holds {already:,} football matches[/red]: the demo would only "
+                "count duplicates. Point RATINGS_DATABASE_URL at an empty database, or unset both URLs "
+                "to run on fresh embedded servers."
+            )
+            return 2
         for i in range(workers):
             procs.start_worker(f"worker{i + 1}", concurrency=1)
         procs.start_relay()

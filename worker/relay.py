@@ -1,8 +1,13 @@
 """The outbox relay: publishes committed rating-changed events to a Redis Stream.
 
-Each round claims a batch of unpublished outbox rows (``FOR UPDATE SKIP LOCKED``, so relays may
-run in parallel), ``XADD``s them in one pipeline with the event id in each entry, then marks them
-published and commits. A crash between the ``XADD`` and the commit republishes the batch: delivery
+Each round claims a batch of unpublished outbox rows (``FOR UPDATE SKIP LOCKED``), ``XADD``s them
+in one pipeline with the event id in each entry, then marks them published and commits.
+
+Several relays may run, but only one publishes at a time: each holds out for a PostgreSQL session
+advisory lock, and the others wait as hot standbys and take over within ``relay_idle_wait`` seconds
+when the active relay's connection ends. Two relays publishing at once would interleave batches and
+put one player's events on the stream out of ``sequence`` order (DESIGN.md allows parallel relays;
+we chose per-player order on the stream instead, since consumers detect gaps by ``sequence``). A crash between the ``XADD`` and the commit republishes the batch: delivery
 is at least once, and consumers drop duplicates by ``event_id``. The relay sleeps on
 ``LISTEN ratings_outbox`` (the rating transaction NOTIFYs) and polls every ``relay_idle_wait``
 seconds in case a notification was missed.
@@ -22,6 +27,8 @@ from worker.faults import FaultInjector
 from worker.settings import Settings
 
 log = logging.getLogger(__name__)
+
+RELAY_LOCK_KEY = 0x5241_5449_4E47  # advisory lock key held by the active relay ("RATING")
 
 
 def relay_once(conn: psycopg.Connection, client: redis.Redis, settings: Settings, faults: FaultInjector | None = None) -> int:
@@ -72,6 +79,10 @@ def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event) 
     with psycopg.connect(settings.database_url, autocommit=True) as conn, psycopg.connect(
         settings.database_url, autocommit=True
     ) as listen_conn:
+        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (RELAY_LOCK_KEY,)).fetchone()[0]:
+            if stop.wait(settings.relay_idle_wait):  # standby: another relay is active
+                return
+        log.info("this relay is the active one")
         listen_conn.execute(f"LISTEN {repository.OUTBOX_CHANNEL}")
         faults = FaultInjector(settings.fault_injection)
         while not stop.is_set():

@@ -104,10 +104,26 @@ def apply_match(
     past ``lock_timeout``, and other ``psycopg.Error`` on database failures (nothing is written then).
     """
     match_id = payload["match_id"]
-    ladder = payload["ladder"]
     match = to_engine_match(payload)
+    with conn.cursor() as cur:
+        applied = _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, policy, task_id,
+                                        before_commit)
+        if applied is not None:
+            return applied
+        # A concurrent delivery of the same match id committed first: our transaction was rolled
+        # back (no player rows of ours survive); classify this delivery against the stored one.
+        with conn.transaction():
+            existing = _check_existing(cur, match_id, payload_hash, task_id)
+        assert existing is not None
+        return existing
+
+
+def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, policy, task_id, before_commit):
+    """The rating transaction; ``None`` if a concurrent delivery of the match id won the race."""
+    match_id = payload["match_id"]
+    ladder = payload["ladder"]
     player_ids = sorted(set(match.player_ids()))
-    with conn.transaction(), conn.cursor() as cur:
+    with conn.transaction():
         existing = _check_existing(cur, match_id, payload_hash, task_id)
         if existing is not None:
             return existing
@@ -139,9 +155,7 @@ def apply_match(
             (match_id, ladder, payload_hash, psycopg.types.json.Jsonb(payload), finished_at, out_of_order, task_id),
         ).fetchone()
         if inserted is None:  # a concurrent delivery of the same match committed first
-            existing = _check_existing(cur, match_id, payload_hash, task_id)
-            assert existing is not None
-            return existing
+            raise psycopg.Rollback()
         seq = inserted[0]
         changes = rate(match, {pid: s[0] for pid, s in state.items()}, policy)
         occurred_at = datetime.now(UTC)
@@ -211,7 +225,8 @@ def apply_match(
         cur.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
         if before_commit is not None:
             before_commit()
-    return Applied(seq, changes, out_of_order)
+        return Applied(seq, changes, out_of_order)
+    return None
 
 
 def insert_dead_letter(
@@ -370,10 +385,12 @@ def dead_letters(
     ).fetchall()
 
 
-def dead_letter_counts(conn: psycopg.Connection) -> dict[str, int]:
-    """Dead letters by reason code."""
+def dead_letter_counts(conn: psycopg.Connection, status: str = "open") -> dict[str, int]:
+    """Dead letters of ``status`` by reason code."""
     return dict(
-        conn.execute("SELECT reason_code, count(*) FROM dead_letters GROUP BY 1 ORDER BY 1").fetchall()
+        conn.execute(
+            "SELECT reason_code, count(*) FROM dead_letters WHERE status = %s GROUP BY 1 ORDER BY 1", (status,)
+        ).fetchall()
     )
 
 

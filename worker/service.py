@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import stamina
+from celery.exceptions import SoftTimeLimitExceeded
 from psycopg_pool import ConnectionPool
 
 from engine import RatingPolicy
@@ -23,9 +24,15 @@ from worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
-TRANSIENT_ERRORS = (psycopg.OperationalError,)
+TRANSIENT_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 """Lost connection, deadlock, serialization failure, lock timeout, pool timeout: all
 ``psycopg.OperationalError`` subclasses, retried with jittered exponential backoff."""
+
+
+def _log_retry(details: stamina.instrumentation.RetryDetails) -> None:
+    exc = details.caused_by
+    log.warning("transient error (%s: %s); retry %d in %.2f s", type(exc).__name__, str(exc).strip(),
+                details.retry_num, details.wait_for)
 
 
 def raw_text(raw: Any) -> str:
@@ -76,6 +83,7 @@ class RatingService:
         self.policies = policies
         self.settings = settings
         self.faults = FaultInjector(settings.fault_injection)
+        stamina.instrumentation.set_on_retry_hooks([_log_retry])
 
     def _retrying(self):
         return stamina.retry_context(
@@ -84,7 +92,7 @@ class RatingService:
             wait_initial=0.05,
             wait_max=2.0,
             wait_jitter=0.1,
-            timeout=min(60.0, self.settings.task_time_limit / 2),
+            timeout=min(60.0, self.settings.task_time_limit / 2),  # below the soft time limit (80 %)
         )
 
     def dead_letter(
@@ -142,7 +150,7 @@ class RatingService:
                         conn, payload, payload_hash, match.finished_at, policy, task_id,
                         before_commit=self._before_commit,
                     )
-        except TRANSIENT_ERRORS:
+        except (TRANSIENT_ERRORS, SoftTimeLimitExceeded):
             raise
         except Exception as exc:  # a permanent error: keep the message, never retry it
             return self.dead_letter(

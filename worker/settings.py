@@ -43,43 +43,49 @@ class Settings(BaseSettings):
         default="ratings.rating-changed", description="Redis Stream the outbox relay publishes to."
     )
     stream_maxlen: int = Field(
-        default=1_000_000,
+        default=1_000_000, gt=0,
         description="Approximate cap on the stream's length (XADD MAXLEN ~). The database is the "
         "source of truth; the stream is a bounded delivery channel.",
     )
     visibility_timeout: int = Field(
-        default=300,
+        default=300, gt=0,
         description="Redis transport visibility timeout: a message reserved by a worker that died "
         "without acknowledging it is redelivered after this many seconds. Must exceed "
         "task_time_limit, or a slow task would run twice at once; shorter means faster recovery "
         "after a lost worker node.",
     )
+    restore_interval: int = Field(
+        default=10, gt=0,
+        description="Seconds between sweeps that return expired unacknowledged messages (from a "
+        "worker that died) to the queue. Recovery after a lost worker takes about "
+        "visibility_timeout + restore_interval.",
+    )
     task_time_limit: int = Field(
-        default=120,
+        default=120, gt=0,
         description="Hard time limit of one rating task (the child is killed past it). A rating "
         "transaction takes milliseconds; the in-process retries stop after 60 s; 120 s leaves room "
         "and stays below visibility_timeout.",
     )
     prefetch_multiplier: int = Field(
-        default=4,
+        default=4, gt=0,
         description="Messages each worker child reserves ahead. Small, so a crashed child strands "
         "few messages until the visibility timeout.",
     )
     lock_timeout_ms: int = Field(
-        default=5000, description="PostgreSQL lock_timeout for the player row locks, in milliseconds."
+        default=5000, gt=0, description="PostgreSQL lock_timeout for the player row locks, in milliseconds."
     )
-    statement_timeout_ms: int = Field(default=30000, description="PostgreSQL statement_timeout, in ms.")
+    statement_timeout_ms: int = Field(default=30000, gt=0, description="PostgreSQL statement_timeout, in ms.")
     max_retries: int = Field(
-        default=8, description="In-process retries of a transient database error before giving up."
+        default=8, gt=0, description="In-process retries of a transient database error before giving up."
     )
-    pool_max_size: int = Field(default=4, description="Connections per worker child's pool.")
-    relay_batch_size: int = Field(default=500, description="Outbox rows the relay publishes per round.")
+    pool_max_size: int = Field(default=4, gt=0, description="Connections per worker child's pool.")
+    relay_batch_size: int = Field(default=500, gt=0, description="Outbox rows the relay publishes per round.")
     fault_injection: str | None = Field(
         default=None,
         description="Test-only: SIGKILL this process at named points (see worker/faults.py). Never set it in production.",
     )
     relay_idle_wait: float = Field(
-        default=1.0, description="Seconds the relay waits for NOTIFY before polling the outbox again."
+        default=1.0, gt=0, description="Seconds the relay waits for NOTIFY before polling the outbox again."
     )
 
     @model_validator(mode="after")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from celery.exceptions import Reject
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from worker.celery_app import app
@@ -33,7 +33,10 @@ def get_service() -> RatingService:
 def _open_pool_in_child(**_: object) -> None:
     global _service
     _service = None  # never reuse a pool inherited through fork
-    get_service()
+    try:
+        get_service()
+    except Exception:  # the task retries it, and requeues its message while it fails
+        log.exception("cannot set up the rating service in this worker child")
 
 
 @worker_process_shutdown.connect
@@ -51,7 +54,11 @@ def apply_match(self, *args, **kwargs) -> str:
     requeue the message (``Reject(requeue=True)``); everything else ends as applied, duplicate or
     dead letter, and the message is acknowledged.
     """
-    service = get_service()
+    try:
+        service = get_service()
+    except Exception as exc:  # broken configuration or database down at start: keep the message
+        log.exception("rating service unavailable; requeueing the message")
+        raise Reject(f"service unavailable: {exc}", requeue=True) from exc
     task_id = self.request.id
     if len(args) != 1 or kwargs:
         handled = service.dead_letter(
@@ -68,4 +75,7 @@ def apply_match(self, *args, **kwargs) -> str:
     except TRANSIENT_ERRORS as exc:
         log.error("transient database error outlasted retries; requeueing: %s", exc)
         raise Reject(str(exc), requeue=True) from exc
+    except SoftTimeLimitExceeded as exc:  # the message is fine; this run ran out of time
+        log.error("task %s hit its soft time limit; requeueing", task_id)
+        raise Reject("soft time limit", requeue=True) from exc
     return handled.outcome

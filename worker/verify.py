@@ -33,7 +33,11 @@ class VerifyResult:
 
 def verify_ladder(conn: psycopg.Connection, ladder: str, policy: RatingPolicy) -> VerifyResult:
     """Fold the engine over ``ladder``'s ledger in apply order from the initial ratings and compare
-    with the ``players`` table (ratings compared with ``==``: the replay is bit-exact)."""
+    with the ``players`` table (ratings compared with ``==``: the replay is bit-exact).
+
+    The ledger and the players are read in one REPEATABLE READ transaction (one snapshot), so the
+    check is exact while workers keep applying matches. ``conn`` must not be inside a transaction.
+    """
     count = 0
 
     def matches():
@@ -42,8 +46,14 @@ def verify_ladder(conn: psycopg.Connection, ladder: str, policy: RatingPolicy) -
             count += 1
             yield to_engine_match(payload)
 
-    replayed = replay(matches(), policy)
-    stored = repository.stored_standings(conn, ladder)
+    saved = conn.isolation_level
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    try:
+        with conn.transaction():
+            stored = repository.stored_standings(conn, ladder)
+            replayed = replay(matches(), policy)
+    finally:
+        conn.isolation_level = saved
     differences = []
     for pid in sorted(set(replayed) | set(stored)):
         want = (replayed[pid].rating, replayed[pid].games_played) if pid in replayed else None

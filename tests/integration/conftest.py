@@ -19,7 +19,6 @@ import psycopg
 import pytest
 import redis
 
-from worker.embedded import EmbeddedServers
 from worker.migrations import migrate
 from worker.runtime import ServiceProcesses, wait_until_drained
 from worker.settings import get_settings
@@ -62,21 +61,6 @@ class Env:
 
 
 @pytest.fixture(scope="session")
-def servers(tmp_path_factory) -> Iterator[tuple[str, str]]:
-    """(admin database URL, broker URL) of real servers: configured ones or embedded ones."""
-    db = os.environ.get("RATINGS_DATABASE_URL")
-    broker = os.environ.get("RATINGS_BROKER_URL")
-    embedded = None
-    if not db or not broker:
-        embedded = EmbeddedServers.start(tmp_path_factory.mktemp("servers"), postgres=not db, redis_server=not broker)
-    try:
-        yield db or embedded.database_url, broker or embedded.broker_url
-    finally:
-        if embedded is not None:
-            embedded.stop()
-
-
-@pytest.fixture(scope="session")
 def env(servers, tmp_path_factory) -> Iterator[Env]:
     """A migrated database of this session's own, two worker nodes and one relay, all running."""
     admin_url, broker_url = servers
@@ -105,7 +89,9 @@ def env(servers, tmp_path_factory) -> Iterator[Env]:
         yield handle
     finally:
         procs.stop_all()
-        handle.redis.delete(queue, stream)
+        handle.redis.delete(queue, stream, f"_kombu.binding.{queue}")
+        for key in handle.redis.scan_iter(f"{stream}:*"):
+            handle.redis.delete(key)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -39,3 +39,29 @@ def test_the_consumer_example_handles_each_event_once_and_drops_redelivered_ones
     assert consumer.duplicates == 1 and len(handled) == 20
     assert consumer.gaps == []
     assert clean.redis.xpending(clean.stream, "test-group")["pending"] == 0
+    clean.redis.delete(consumer.seen_key, consumer.sequence_key)
+
+
+def test_an_event_whose_handler_fails_is_handled_again_on_the_next_poll(clean, publisher):
+    """A handler that raises leaves its event unacknowledged and unseen; the next poll retries it."""
+    example = load_example()
+    publisher(match("retry-1", "amy", "bea"))
+    clean.wait_drained(1)
+    clean.wait_stream(2)
+    handled, failures = [], []
+
+    def flaky(event):
+        if not failures:
+            failures.append(event["event_id"])
+            raise RuntimeError("downstream database down")
+        handled.append(event)
+
+    consumer = example.RatingEventConsumer(clean.redis, flaky, stream=clean.stream, group="flaky-group")
+    with pytest.raises(RuntimeError):
+        consumer.poll(block_ms=200)
+    while consumer.poll(block_ms=200):
+        pass
+    assert sorted(e["event_id"] for e in handled) == sorted(
+        f["event_id"] for _, f in clean.redis.xrange(clean.stream))
+    assert failures[0] in {e["event_id"] for e in handled}
+    clean.redis.delete(consumer.seen_key, consumer.sequence_key)

@@ -71,6 +71,24 @@ def test_same_match_id_with_another_payload_is_dead_lettered_as_a_conflict(clean
     assert ratings(clean)[("elo", "alice")] == (1215.0, 1)
 
 
+def test_concurrent_conflicting_payloads_for_one_match_id_leave_no_trace_of_the_loser(clean, publisher):
+    """100 match ids, each published at once with two different player pairs: one applies, the other
+    is a conflicting_duplicate dead letter, and no player row of the loser survives (verify passes)."""
+    messages = []
+    for n in range(100):
+        messages.append(match(f"race-{n}", f"ra-{n}", f"rb-{n}"))
+        messages.append(match(f"race-{n}", f"rc-{n}", f"rd-{n}"))
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(publisher, messages))
+    counts = clean.wait_drained(200)
+    assert (counts.applied, counts.duplicates, counts.dead_letters) == (100, 0, 100)
+    with clean.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM players WHERE games_played = 0").fetchone()[0] == 0
+        reasons = {r[0] for r in conn.execute("SELECT reason_code FROM dead_letters")}
+    assert reasons == {"conflicting_duplicate"}
+    assert run_cli(clean, "verify", "--ladder", "elo").returncode == 0
+
+
 def test_two_workers_rating_the_same_players_at_once_lose_no_update(clean, publisher):
     """400 matches among 4 players (A-B and B-A mixed, 2v2 too) on two worker nodes: verify passes."""
     players = ["ann", "ben", "cat", "dan"]

@@ -51,3 +51,40 @@ def test_a_ladders_file_with_two_k_factor_kinds_is_rejected(tmp_path):
     path.write_text('[ladders.x]\nk_factor = { constant = 20, bands = [[1000, 30]], top = 10 }\n')
     with pytest.raises(LadderConfigError, match="exactly one"):
         load_ladders(path)
+
+
+def test_a_ladder_name_no_message_could_carry_is_rejected(tmp_path):
+    """Ladder names follow the message's ladder rule (lower case), so `Elo` is a configuration error."""
+    path = tmp_path / "ladders.toml"
+    path.write_text('[ladders.Elo]\nk_factor = { constant = 20 }\n')
+    with pytest.raises(LadderConfigError, match="Elo"):
+        load_ladders(path)
+
+
+def test_k_factor_bands_out_of_order_are_a_configuration_error_not_a_crash(tmp_path):
+    """Decreasing band bounds raise LadderConfigError naming the file (the worker refuses to start)."""
+    path = tmp_path / "ladders.toml"
+    path.write_text('[ladders.x]\nk_factor = { bands = [[1800, 32], [1200, 40]], top = 16 }\n')
+    with pytest.raises(LadderConfigError, match="strictly increasing"):
+        load_ladders(path)
+
+
+@pytest.mark.parametrize("field", ["relay_batch_size", "pool_max_size", "max_retries", "prefetch_multiplier"])
+def test_settings_reject_zero_counts(field):
+    """A zero batch size, pool size, retry count or prefetch is refused at start, not discovered later."""
+    from pydantic import ValidationError
+
+    from worker.settings import Settings
+
+    with pytest.raises(ValidationError, match=field):
+        Settings(**{field: 0})
+
+
+def test_settings_require_the_visibility_timeout_above_the_time_limit():
+    """Redis would redeliver a still-running task if the visibility timeout were below the time limit."""
+    from pydantic import ValidationError
+
+    from worker.settings import Settings
+
+    with pytest.raises(ValidationError, match="must exceed"):
+        Settings(visibility_timeout=60, task_time_limit=120)

@@ -1,0 +1,244 @@
+"""Harness of the fault-test suite: a cluster of real processes per scenario, and the invariants.
+
+Each scenario gets its own database, queue and stream (or, when it restarts a server, its own
+embedded PostgreSQL or Redis on a spare port), its own worker and relay processes, and ends with
+:meth:`Cluster.check_invariants`, which asserts DESIGN.md's invariants and returns the figures the
+suite prints at the end of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psutil
+import psycopg
+import pytest
+import redis
+
+from worker import repository
+from worker.embedded import EmbeddedServers
+from worker.generate import generate_sedma_matches
+from worker.ladders import load_ladders
+from worker.migrations import migrate
+from worker.producer import producer_app, publish_match
+from worker.runtime import ServiceProcesses
+from worker.settings import DEFAULT_LADDERS_FILE
+from worker.verify import verify_ladder
+
+pytestmark = pytest.mark.faults
+
+FIGURES: list[dict] = []
+
+FAULT_SETTINGS = {
+    # Short enough that a lost worker's messages come back within the scenario's time bound.
+    "RATINGS_VISIBILITY_TIMEOUT": "20",
+    "RATINGS_TASK_TIME_LIMIT": "15",
+    "RATINGS_RESTORE_INTERVAL": "2",
+    "RATINGS_PREFETCH_MULTIPLIER": "4",
+}
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
+
+
+def publish_many(broker_url: str, queue: str, messages: list) -> int:
+    """Publish ``messages`` over one producer connection; return how many (a process entry point)."""
+    app = producer_app(broker_url)
+    with app.producer_or_acquire() as producer:
+        for m in messages:
+            publish_match(app, m, queue=queue, producer=producer)
+    return len(messages)
+
+
+class Cluster:
+    """Real servers, worker nodes and a relay for one fault scenario."""
+
+    def __init__(self, name: str, admin_url: str, broker_url: str, tmp: Path, overrides: dict[str, str],
+                 own: EmbeddedServers | None = None):
+        self.name = name
+        self.own = own
+        suffix = uuid.uuid4().hex[:8]
+        self.admin_url = admin_url
+        self.dbname = f"ratings_fault_{suffix}"
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{self.dbname}"')
+        self.database_url = _with_dbname(admin_url, self.dbname)
+        migrate(self.database_url)
+        self.broker_url = broker_url
+        self.queue, self.stream = f"ratings-fault-{suffix}", f"ratings-fault-{suffix}.rating-changed"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RATINGS_")}
+        env.update(FAULT_SETTINGS)
+        env.update(RATINGS_DATABASE_URL=self.database_url, RATINGS_BROKER_URL=broker_url,
+                   RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream)
+        env.update(overrides)
+        self.env = env
+        self.log_dir = tmp / "logs"
+        self.procs = ServiceProcesses(env, self.log_dir)
+        self.redis = redis.Redis.from_url(broker_url, decode_responses=True)
+        self.published = 0
+        self.figures: dict = {"scenario": name}
+
+    # -- processes
+    def start(self, workers: int = 2, concurrency: int = 1, relay: bool = True) -> "Cluster":
+        for i in range(workers):
+            self.procs.start_worker(f"w{i + 1}", concurrency=concurrency)
+        if relay:
+            self.procs.start_relay()
+        return self
+
+    def children(self, name: str) -> list[psutil.Process]:
+        """The prefork children of worker node ``name`` (the processes that run tasks)."""
+        return psutil.Process(self.procs.procs[name].pid).children(recursive=True)
+
+    def log_count(self, pattern: str) -> int:
+        """Occurrences of ``pattern`` (a regex) in every process log of this scenario."""
+        rx = re.compile(pattern)
+        return sum(len(rx.findall(p.read_text(errors="replace"))) for p in self.log_dir.glob("*.log"))
+
+    # -- messages
+    def matches(self, count: int, players: int = 60, seed: int = 1, prefix: str | None = None) -> list[dict]:
+        """``count`` generated Sedma matches as JSON dicts, unique to this scenario."""
+        return [m.model_dump(mode="json") for m in
+                generate_sedma_matches(count, players=players, seed=seed, id_prefix=prefix or self.name)]
+
+    def publish(self, messages: list) -> None:
+        self.published += publish_many(self.broker_url, self.queue, messages)
+
+    def publish_from_processes(self, batches: list[list]) -> None:
+        """Publish each batch from its own process, all at once."""
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(len(batches)) as pool:
+            done = pool.starmap(publish_many, [(self.broker_url, self.queue, b) for b in batches])
+        self.published += sum(done)
+
+    def counts(self) -> repository.Counts:
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            return repository.counts(conn)
+
+    def wait_drained(self, timeout: float = 120.0) -> float:
+        """Wait until every published message ended somewhere and the outbox is empty; seconds waited."""
+        start = time.monotonic()
+        while True:
+            try:
+                c = self.counts()
+                if c.received >= self.published and c.unpublished_events == 0:
+                    return time.monotonic() - start
+            except psycopg.OperationalError:
+                pass  # the scenario's own PostgreSQL may be restarting
+            if time.monotonic() - start > timeout:
+                raise AssertionError(f"{self.name}: not drained after {timeout:.0f} s: {c}, published "
+                                     f"{self.published}; broker: {self.broker_state()}")
+            time.sleep(0.2)
+
+    def broker_state(self) -> dict:
+        """Messages of this scenario's queue still in Redis: queued, and reserved but unacknowledged."""
+        unacked = [json.loads(v) for v in self.redis.hvals("unacked")]
+        mine = [u for u in unacked if u[2] == self.queue]
+        return {"queued": self.redis.llen(self.queue), "unacked": len(mine),
+                "unacked_task_ids": [u[0]["headers"].get("id") for u in mine][:5]}
+
+    # -- invariants
+    def check_invariants(self, stream_timeout: float = 60.0) -> dict:
+        """Assert DESIGN.md's invariants; return the scenario's figures.
+
+        1/3: published = applied + duplicates + dead letters, each message once;
+        2: ``verify`` passes for every ladder;
+        4: one outbox row and one stream event id per rating change, duplicates on the stream only
+           with the same event id and payload, per-player sequences 1, 2, 3, ... in the history and
+           on the stream.
+        """
+        policies = load_ladders(DEFAULT_LADDERS_FILE)
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            c = repository.counts(conn)
+            assert c.received == self.published, f"published {self.published} != {c}"
+            for ladder, policy in policies.items():
+                result = verify_ladder(conn, ladder, policy)
+                assert result.ok, f"verify {ladder}: {result.differences[:5]}"
+            history = {str(e): (lad, p, s) for e, lad, p, s in
+                       conn.execute("SELECT event_id, ladder, player_id, sequence FROM rating_changes")}
+            outbox = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+            redeliveries = conn.execute("SELECT coalesce(sum(redeliveries), 0) FROM ledger").fetchone()[0]
+            dead_reasons = dict(conn.execute("SELECT reason_code, count(*) FROM dead_letters GROUP BY 1").fetchall())
+        assert outbox == len(history)
+        deadline = time.monotonic() + stream_timeout
+        while len({f["event_id"] for _, f in self.redis.xrange(self.stream)}) < len(history) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        entries = self.redis.xrange(self.stream)
+        per_event = defaultdict(set)
+        for _, fields in entries:
+            per_event[fields["event_id"]].add(fields["payload"])
+        assert set(per_event) == set(history), "stream event ids differ from the rating history"
+        assert all(len(payloads) == 1 for payloads in per_event.values()), "one event id with two payloads"
+        by_player = defaultdict(list)
+        for _, (ladder, player, seq) in history.items():
+            by_player[(ladder, player)].append(seq)
+        for key, seqs in by_player.items():
+            assert sorted(seqs) == list(range(1, len(seqs) + 1)), f"sequence gap for {key}"
+        stream_seqs = defaultdict(set)
+        for payloads in per_event.values():
+            event = json.loads(next(iter(payloads)))
+            stream_seqs[(event["ladder"], event["player_id"])].add(event["sequence"])
+        for key, seqs in stream_seqs.items():
+            assert sorted(seqs) == list(range(1, len(seqs) + 1)), f"stream sequence gap for {key}"
+        self.figures.update(
+            published=self.published, applied=c.applied, duplicates=c.duplicates, dead_letters=c.dead_letters,
+            redeliveries=int(redeliveries), events=len(history), stream_entries=len(entries),
+            stream_duplicate_entries=len(entries) - len(per_event),
+            dead_letter_reasons=dead_reasons,
+        )
+        return self.figures
+
+    def close(self) -> None:
+        self.procs.stop_all()
+        self.redis.delete(self.queue, self.stream, f"_kombu.binding.{self.queue}")
+        try:
+            with psycopg.connect(self.admin_url, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+        except psycopg.OperationalError:
+            pass
+        if self.own is not None:
+            self.own.stop()
+
+
+@pytest.fixture
+def cluster_factory(servers, tmp_path) -> Iterator:
+    """Make a :class:`Cluster` for the running test: ``make(overrides, own_postgres=, own_redis=)``."""
+    made: list[Cluster] = []
+
+    def make(name: str, overrides: dict[str, str] | None = None, own_postgres: bool = False, own_redis: bool = False) -> Cluster:
+        admin_url, broker_url = servers
+        own = None
+        if own_postgres or own_redis:
+            own = EmbeddedServers.start(tmp_path / "own", postgres=own_postgres, redis_server=own_redis,
+                                        redis_durable=True)
+            admin_url = own.database_url if own_postgres else admin_url
+            broker_url = own.broker_url if own_redis else broker_url
+        cluster = Cluster(name, admin_url, broker_url, tmp_path, overrides or {}, own)
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        FIGURES.append(cluster.figures)
+        cluster.close()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print every fault scenario's figures (and write them to $RATINGS_FAULT_REPORT if set)."""
+    if not FIGURES:
+        return
+    terminalreporter.section("fault scenarios: invariant figures")
+    for f in FIGURES:
+        terminalreporter.write_line(json.dumps(f, sort_keys=False, default=str))
+    if path := os.environ.get("RATINGS_FAULT_REPORT"):
+        Path(path).write_text(json.dumps(FIGURES, indent=2, default=str))

@@ -1,0 +1,88 @@
+"""``ratings doctor``: the health checks behind the command."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import psycopg
+import redis
+
+from engine import RatingPolicy
+from worker import repository
+from worker.settings import Settings
+from worker.verify import verify_ladder
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check: its name, whether it passed, and what was seen."""
+
+    check: str
+    ok: bool
+    detail: str
+
+
+def queue_depth(client: redis.Redis, queue: str) -> tuple[int, int]:
+    """(queued, reserved-but-unacknowledged) messages of ``queue`` on the Redis broker."""
+    queued = client.llen(queue)
+    reserved = 0
+    for value in client.hvals("unacked"):
+        try:
+            if json.loads(value)[2] == queue:
+                reserved += 1
+        except (ValueError, IndexError, TypeError):
+            continue
+    return queued, reserved
+
+
+def run_checks(
+    settings: Settings,
+    policies: dict[str, RatingPolicy],
+    outbox_lag: float,
+    max_queue_depth: int | None,
+    verify: bool,
+) -> list[Finding]:
+    """Run every check; a check that cannot run (server down) is itself a failed finding."""
+    findings: list[Finding] = []
+    try:
+        conn = psycopg.connect(settings.database_url, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        return [Finding("database reachable", False, type(exc).__name__ + ": " + str(exc).splitlines()[0])]
+    with conn:
+        findings.append(Finding("database reachable", True, "connected"))
+        stale, oldest = conn.execute(
+            """SELECT count(*) FILTER (WHERE created_at < now() - make_interval(secs => %s)),
+                      extract(epoch FROM now() - min(created_at))
+                 FROM outbox WHERE published_at IS NULL""",
+            (outbox_lag,),
+        ).fetchone()
+        findings.append(Finding(
+            "outbox published", stale == 0,
+            f"{stale} event(s) unpublished for more than {outbox_lag:g} s; oldest unpublished: "
+            + (f"{oldest:.1f} s" if oldest is not None else "none"),
+        ))
+        by_reason = repository.dead_letter_counts(conn)
+        listed = ", ".join(f"{k}={v}" for k, v in by_reason.items())
+        findings.append(Finding(
+            "no open dead letters", not by_reason,
+            f"{listed} (see `ratings dead-letters list`)" if by_reason else "none",
+        ))
+        if verify:
+            for ladder, policy in sorted(policies.items()):
+                result = verify_ladder(conn, ladder, policy)
+                findings.append(Finding(
+                    f"verify {ladder}", result.ok,
+                    f"{result.matches} matches, {result.players} players, {len(result.differences)} difference(s)",
+                ))
+    try:
+        client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=5)
+        queued, reserved = queue_depth(client, settings.queue)
+    except redis.RedisError as exc:
+        findings.append(Finding("broker reachable", False, f"{type(exc).__name__}: {exc}"))
+        return findings
+    findings.append(Finding("broker reachable", True, "connected"))
+    ok = max_queue_depth is None or queued <= max_queue_depth
+    findings.append(Finding("queue depth", ok, f"{queued} queued, {reserved} reserved (unacknowledged)"
+                            + ("" if max_queue_depth is None else f"; limit {max_queue_depth}")))
+    return findings
