@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import csv
-import json
-import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -78,6 +78,8 @@ def worker(
     _database_url()
     _broker_url()
     _policies()  # a broken ladders file stops the worker here, before it takes any message
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before prometheus_client is imported
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ratings-metrics-")
     from worker.celery_app import app as celery_app
 
     settings = get_settings()
@@ -90,13 +92,16 @@ def worker(
 @app.command()
 def relay() -> None:
     """Publish committed rating-changed events from the outbox to the Redis Stream."""
-    from worker.relay import run_relay
+    from worker.observability import configure_logging
+    from worker.relay import run_relay, serve_relay_http
 
     _database_url()
     _broker_url()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    heartbeat = serve_relay_http(settings, _policies())
     try:
-        run_relay(get_settings())
+        run_relay(settings, heartbeat=heartbeat)
     except KeyboardInterrupt:
         pass
 

@@ -21,7 +21,7 @@ import stamina
 from celery.worker.consumer import Consumer
 from kombu.exceptions import ContentDisallowed
 
-from worker import repository
+from worker import observability, repository
 from worker.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ class RatingsConsumer(Consumer):
             log.error("cannot record dead letter %s (%s); leaving the message unacknowledged", reason_code, exc)
             return
         log.warning("dead letter %s: %s", reason_code, detail)
+        observability.MESSAGES.labels("dead_letter").inc()
+        observability.DEAD_LETTERS.labels(reason_code).inc()
         message.ack()
 
     def on_decode_error(self, message, exc):

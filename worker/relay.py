@@ -22,7 +22,7 @@ import psycopg
 import redis
 import stamina
 
-from worker import repository
+from worker import observability, repository
 from worker.faults import FaultInjector
 from worker.settings import Settings
 
@@ -52,7 +52,39 @@ def relay_once(conn: psycopg.Connection, client: redis.Redis, settings: Settings
     return len(rows)
 
 
-def run_relay(settings: Settings, stop: threading.Event | None = None) -> None:
+def serve_relay_http(settings: Settings, policies: dict) -> observability.Heartbeat:
+    """Serve the relay's /metrics, /healthz and /readyz; return the heartbeat its loop must touch.
+
+    Liveness: a relay round (or a standby round) within ``3 x relay_idle_wait + 30`` seconds.
+    Readiness: database and broker reachable, and the oldest unpublished event younger than
+    ``relay_max_lag`` seconds.
+    """
+    heartbeat = observability.Heartbeat(max_age=3 * settings.relay_idle_wait + 30)
+    client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
+    collector = observability.DatabaseCollector(
+        settings.database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()}
+    )
+
+    def ready() -> tuple[bool, dict]:
+        ok, details = observability.database_and_broker_reachable(settings.database_url, client)
+        if ok:
+            with psycopg.connect(settings.database_url, autocommit=True, connect_timeout=3) as conn:
+                lag = conn.execute(
+                    "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox WHERE published_at IS NULL"
+                ).fetchone()[0]
+            details["outbox_lag_seconds"] = round(float(lag), 1)
+            ok = float(lag) <= settings.relay_max_lag
+        return ok, details
+
+    try:
+        observability.serve(settings.relay_metrics_port, observability.registry([collector]), heartbeat.check, ready)
+    except OSError as exc:
+        log.error("cannot serve metrics and health on port %s: %s", settings.relay_metrics_port, exc)
+    return heartbeat
+
+
+def run_relay(settings: Settings, stop: threading.Event | None = None,
+              heartbeat: observability.Heartbeat | None = None) -> None:
     """Relay events until ``stop`` is set (forever if ``None``).
 
     Transient PostgreSQL and Redis errors are retried with jittered backoff, reconnecting.
@@ -68,26 +100,30 @@ def run_relay(settings: Settings, stop: threading.Event | None = None) -> None:
                 wait_max=5.0,
             ):
                 with attempt:
-                    _relay_loop(settings, client, stop)
+                    _relay_loop(settings, client, stop, heartbeat or observability.Heartbeat(1e9))
             return
         except Exception:  # pragma: no cover - logged and restarted
             log.exception("relay loop failed; restarting in 1 s")
             stop.wait(1.0)
 
 
-def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event) -> None:
+def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
+                heartbeat: observability.Heartbeat) -> None:
     with psycopg.connect(settings.database_url, autocommit=True) as conn, psycopg.connect(
         settings.database_url, autocommit=True
     ) as listen_conn:
         while not conn.execute("SELECT pg_try_advisory_lock(%s)", (RELAY_LOCK_KEY,)).fetchone()[0]:
+            heartbeat.beat()
             if stop.wait(settings.relay_idle_wait):  # standby: another relay is active
                 return
         log.info("this relay is the active one")
         listen_conn.execute(f"LISTEN {repository.OUTBOX_CHANNEL}")
         faults = FaultInjector(settings.fault_injection)
         while not stop.is_set():
+            heartbeat.beat()
             published = relay_once(conn, client, settings, faults)
             if published:
+                observability.EVENTS_PUBLISHED.inc(published)
                 log.debug("published %d events", published)
             if published < settings.relay_batch_size:
                 for _ in listen_conn.notifies(timeout=settings.relay_idle_wait, stop_after=1):

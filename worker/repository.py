@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class Applied:
     seq: int
     changes: tuple[RatingChange, ...]
     out_of_order: bool
+    lock_wait_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,7 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
             """,
             {"ladder": ladder, "players": player_ids, "initial": policy.initial_rating},
         )
+        lock_started = time.perf_counter()
         rows = cur.execute(
             """
             SELECT player_id, rating, games_played, last_finished_at FROM players
@@ -144,6 +147,7 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
             """,
             (ladder, player_ids),
         ).fetchall()
+        lock_wait = time.perf_counter() - lock_started
         state = {pid: (rating, games, last) for pid, rating, games, last in rows}
         out_of_order = any(last is not None and finished_at < last for _, _, last in state.values())
         inserted = cur.execute(
@@ -225,7 +229,7 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
         cur.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
         if before_commit is not None:
             before_commit()
-        return Applied(seq, changes, out_of_order)
+        return Applied(seq, changes, out_of_order, lock_wait)
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,13 +23,16 @@ class ServiceProcesses:
     env: dict[str, str]
     log_dir: Path
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    """HTTP port (/metrics, /healthz, /readyz) of each process, a free one chosen at start."""
 
-    def _start(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _start(self, name: str, args: list[str], port_setting: str) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"{name}.log", "ab")
+        self.ports[name] = _free_port()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            [sys.executable, "-m", "worker", *args], env={**self.env, port_setting: str(self.ports[name])},
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         self.procs[name] = proc
         return proc
@@ -36,11 +40,11 @@ class ServiceProcesses:
     def start_worker(self, name: str, concurrency: int = 1, pool: str = "prefork") -> subprocess.Popen:
         """Start one Celery worker node ``name`` with ``concurrency`` children."""
         return self._start(name, ["worker", "--concurrency", str(concurrency), "--name", f"{name}@%h",
-                                  "--loglevel", "WARNING", "--pool", pool])
+                                  "--loglevel", "WARNING", "--pool", pool], "RATINGS_METRICS_PORT")
 
     def start_relay(self, name: str = "relay") -> subprocess.Popen:
         """Start one outbox relay."""
-        return self._start(name, ["relay"])
+        return self._start(name, ["relay"], "RATINGS_RELAY_METRICS_PORT")
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
         """Send ``sig`` to process ``name``'s group and wait; SIGKILL the group past ``timeout``."""
@@ -60,6 +64,12 @@ class ServiceProcesses:
         """Stop every process (warm shutdown first)."""
         for name in list(self.procs):
             self.stop(name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_until_drained(

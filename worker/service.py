@@ -54,6 +54,9 @@ class Handled:
     outcome: str
     reason_code: str | None = None
     match_id: str | None = None
+    ladder: str | None = None
+    out_of_order: bool = False
+    lock_wait_seconds: float | None = None
 
 
 def open_pool(settings: Settings) -> ConnectionPool:
@@ -150,7 +153,7 @@ class RatingService:
                         conn, payload, payload_hash, match.finished_at, policy, task_id,
                         before_commit=self._before_commit,
                     )
-        except (TRANSIENT_ERRORS, SoftTimeLimitExceeded):
+        except (*TRANSIENT_ERRORS, SoftTimeLimitExceeded):
             raise
         except Exception as exc:  # a permanent error: keep the message, never retry it
             return self.dead_letter(
@@ -175,7 +178,7 @@ class RatingService:
         if isinstance(result, repository.Redelivered):
             return Handled("redelivered", None, match.match_id)
         self.faults.hit("after_commit")
-        return Handled("applied", None, match.match_id)
+        return Handled("applied", None, match.match_id, match.ladder, result.out_of_order, result.lock_wait_seconds)
 
     def _before_commit(self) -> None:
         self.faults.hit("in_transaction")

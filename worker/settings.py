@@ -80,6 +80,15 @@ class Settings(BaseSettings):
     )
     pool_max_size: int = Field(default=4, gt=0, description="Connections per worker child's pool.")
     relay_batch_size: int = Field(default=500, gt=0, description="Outbox rows the relay publishes per round.")
+    metrics_port: int = Field(default=9100, gt=0, description="Worker HTTP port: /metrics, /healthz, /readyz.")
+    relay_metrics_port: int = Field(default=9101, gt=0, description="Relay HTTP port: /metrics, /healthz, /readyz.")
+    relay_max_lag: float = Field(
+        default=60.0, gt=0, description="Relay readiness fails when the oldest unpublished event is older (seconds)."
+    )
+    log_json: bool | None = Field(
+        default=None, description="JSON log lines (true/false); unset: JSON unless attached to a terminal."
+    )
+    log_level: str = Field(default="INFO", description="Log level of the worker and the relay.")
     fault_injection: str | None = Field(
         default=None,
         description="Test-only: SIGKILL this process at named points (see worker/faults.py). Never set it in production.",

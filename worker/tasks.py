@@ -6,7 +6,12 @@ import logging
 import os
 
 from celery.exceptions import Reject, SoftTimeLimitExceeded
-from celery.signals import worker_process_init, worker_process_shutdown
+import time
+
+import structlog
+from celery.signals import setup_logging, worker_process_init, worker_process_shutdown, worker_ready
+
+from worker import observability
 
 from worker.celery_app import app
 from worker.ladders import load_ladders
@@ -43,6 +48,42 @@ def _open_pool_in_child(**_: object) -> None:
 def _close_pool(**_: object) -> None:
     if _service is not None and _service_pid == os.getpid():
         _service.pool.close()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(os.getpid())
+
+
+@setup_logging.connect
+def _structured_logging(loglevel=None, **_: object) -> None:
+    """Celery leaves logging to us: structlog, JSON lines unless on a terminal."""
+    settings = get_settings()
+    observability.configure_logging(loglevel or settings.log_level, settings.log_json)
+
+
+@worker_ready.connect
+def _serve_health_and_metrics(sender=None, **_: object) -> None:
+    """In the worker's main process: /metrics, /healthz and /readyz on ``metrics_port``."""
+    import redis
+    from celery import bootsteps
+
+    consumer = sender
+    settings = get_settings()
+    client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
+
+    def consuming() -> tuple[bool, dict]:
+        running = consumer is not None and consumer.blueprint.state == bootsteps.RUN and consumer.connection is not None
+        return running, {"consumer": "running" if running else "stopped"}
+
+    def ready() -> tuple[bool, dict]:
+        ok, details = observability.database_and_broker_reachable(settings.database_url, client)
+        alive, more = consuming()
+        return ok and alive, {**details, **more}
+
+    try:
+        observability.serve(settings.metrics_port, observability.registry(), consuming, ready)
+    except OSError as exc:
+        log.error("cannot serve metrics and health on port %s: %s", settings.metrics_port, exc)
 
 
 @app.task(name="ratings.apply_match", bind=True)
@@ -70,6 +111,9 @@ def apply_match(self, *args, **kwargs) -> str:
             task_id,
         )
         return handled.outcome
+    started = time.perf_counter()
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(task_id=task_id)
     try:
         handled = service.handle(args[0], task_id)
     except TRANSIENT_ERRORS as exc:
@@ -78,4 +122,23 @@ def apply_match(self, *args, **kwargs) -> str:
     except SoftTimeLimitExceeded as exc:  # the message is fine; this run ran out of time
         log.error("task %s hit its soft time limit; requeueing", task_id)
         raise Reject("soft time limit", requeue=True) from exc
+    duration = time.perf_counter() - started
+    _record(handled, duration)
     return handled.outcome
+
+
+def _record(handled, duration: float) -> None:
+    """Metrics and one structured log line for a handled message."""
+    observability.MESSAGES.labels(handled.outcome).inc()
+    observability.APPLY_SECONDS.observe(duration)
+    if handled.outcome == "dead_letter":
+        observability.DEAD_LETTERS.labels(handled.reason_code).inc()
+    if handled.lock_wait_seconds is not None:
+        observability.LOCK_WAIT_SECONDS.observe(handled.lock_wait_seconds)
+        observability.BATCH_SIZE.observe(1)
+    if handled.out_of_order:
+        observability.OUT_OF_ORDER.labels(handled.ladder).inc()
+    structlog.get_logger("worker.tasks").info(
+        "match handled", outcome=handled.outcome, match_id=handled.match_id, ladder=handled.ladder,
+        reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2),
+    )

@@ -11,7 +11,7 @@ import pytest
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 
-def test_every_message_published_twice_and_one_three_times_at_once_from_three_processes(cluster_factory):
+def test_a_match_published_three_times_at_once_is_rated_once_and_every_republished_message_too(cluster_factory):
     """400 matches each published twice, plus one match published by three processes at the same
     moment: 401 applied, 402 counted duplicates (the games of FAForever's 'rated three times' bug)."""
     cluster = cluster_factory("published-twice").start()
@@ -40,7 +40,7 @@ def _pairs(players, count):
     return out
 
 
-def test_contention_among_a_handful_of_players_on_several_workers_loses_no_update(cluster_factory):
+def test_concurrent_results_for_the_same_hot_players_are_all_kept_without_deadlock(cluster_factory):
     """600 matches among 5 players (A-B and B-A published together) on 2 nodes x 2 children: no
     deadlock surfaces as a failure, no lost update (the 'one of two concurrent results lost' bug)."""
     cluster = cluster_factory("hot-players").start(workers=2, concurrency=2)

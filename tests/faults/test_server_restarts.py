@@ -10,7 +10,7 @@ import pytest
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 
-def test_redis_restarted_with_matches_queued_and_in_flight_drains_afterwards(cluster_factory):
+def test_workers_resume_consuming_after_redis_restarts_and_everything_drains(cluster_factory):
     """The scenario's own Redis (append-only, fsync always) is stopped for 2 s while 500 matches are
     queued and in flight: workers and relay reconnect and everything drains once (Celery issue
     'worker stops consuming after Redis restarts' does not happen)."""

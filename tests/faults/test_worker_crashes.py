@@ -36,7 +36,7 @@ def test_a_worker_child_killed_after_commit_before_the_ack_applies_once(cluster_
     assert (figures["applied"], figures["duplicates"], figures["dead_letters"]) == (400, 0, 0)
 
 
-def test_a_worker_main_process_killed_mid_burst_loses_nothing(cluster_factory):
+def test_tasks_of_a_worker_whose_main_process_is_killed_are_not_dropped(cluster_factory):
     """SIGKILL of a worker node's main process while 400 matches are in flight: its reserved
     messages come back after the visibility timeout and are applied once by the other node."""
     cluster = cluster_factory("kill-worker-main-process").start()

@@ -1,0 +1,132 @@
+"""The worker's and the relay's /metrics, /healthz and /readyz, scraped from the real processes."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.test_worker import match
+
+pytestmark = pytest.mark.integration
+
+
+def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    """Samples of http://127.0.0.1:port/metrics as {(name, sorted labels): value}."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def total(samples: dict, name: str, **labels) -> float:
+    want = set(labels.items())
+    return sum(v for (n, lab), v in samples.items() if n == name and want <= set(lab))
+
+
+def workers_total(env, name: str, **labels) -> float:
+    return sum(total(scrape(env.procs.ports[w]), name, **labels) for w in ("w1", "w2"))
+
+
+def get(port: int, path: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def wait_for_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
+            return
+        except (urllib.error.URLError, ConnectionError):
+            time.sleep(0.2)
+
+
+def test_metrics_count_what_the_test_did(clean, publisher):
+    """After 6 applied, 2 duplicate and 3 dead-lettered messages, the workers' counters rose by
+    exactly that, the apply histogram by 11, and the relay published every event and reports no lag."""
+    for w in ("w1", "w2", "relay"):
+        wait_for_port(clean.procs.ports[w])
+    before = {k: workers_total(clean, "ratings_messages_total", outcome=k) for k in ("applied", "duplicate", "dead_letter")}
+    apply_before = workers_total(clean, "ratings_apply_seconds_count")
+    dl_before = workers_total(clean, "ratings_dead_letters_total", reason="not_json")
+    relay_before = total(scrape(clean.procs.ports["relay"]), "ratings_events_published_total")
+    for n in range(6):
+        publisher(match(f"metrics-{n}", f"m{n}", f"n{n}", ladder="sedma", stats={"won_by_16": 1}))
+    publisher(match("metrics-0", "m0", "n0", ladder="sedma", stats={"won_by_16": 1}))
+    publisher(match("metrics-1", "m1", "n1", ladder="sedma", stats={"won_by_16": 1}))
+    publisher("not json")
+    publisher("still not json")
+    publisher(match("metrics-x", "a", "b", ladder="nope"))
+    clean.wait_drained(11)
+    clean.wait_stream(12)
+    time.sleep(0.5)
+    after = {k: workers_total(clean, "ratings_messages_total", outcome=k) for k in ("applied", "duplicate", "dead_letter")}
+    assert {k: after[k] - before[k] for k in after} == {"applied": 6, "duplicate": 2, "dead_letter": 3}
+    assert workers_total(clean, "ratings_apply_seconds_count") - apply_before == 11
+    assert workers_total(clean, "ratings_dead_letters_total", reason="not_json") - dl_before == 2
+    assert workers_total(clean, "ratings_lock_wait_seconds_count") >= 6
+    relay = scrape(clean.procs.ports["relay"])
+    assert total(relay, "ratings_events_published_total") - relay_before == 12
+    assert total(relay, "ratings_outbox_lag_seconds") == 0
+    assert total(relay, "ratings_stream_length") >= 12
+    with clean.connect() as conn:
+        drift = conn.execute("SELECT sum(rating) - 1000 * count(*) FROM players WHERE ladder = 'sedma'").fetchone()[0]
+    assert total(relay, "ratings_rating_pool_drift", ladder="sedma") == pytest.approx(drift)
+
+
+def test_health_and_readiness_endpoints_answer_for_worker_and_relay(env):
+    """Liveness and readiness are 200 with details while the database and broker are up."""
+    for name in ("w1", "w2", "relay"):
+        port = env.procs.ports[name]
+        wait_for_port(port)
+        status, body = get(port, "/healthz")
+        assert status == 200 and body["ok"] is True, (name, body)
+        status, body = get(port, "/readyz")
+        assert status == 200 and body["database"] == "ok" and body["broker"] == "ok", (name, body)
+
+
+def test_relay_readiness_fails_when_the_broker_is_unreachable_and_when_the_outbox_lags(env, tmp_path):
+    """A relay whose broker is down answers /readyz 503 naming the broker; one that sees an event
+    older than RATINGS_RELAY_MAX_LAG unpublished answers 503 with the lag."""
+    import os
+
+    from worker.runtime import ServiceProcesses
+
+    procs = ServiceProcesses(dict(os.environ, RATINGS_BROKER_URL="redis://127.0.0.1:1/0"), tmp_path / "a")
+    lagging = ServiceProcesses(dict(os.environ, RATINGS_RELAY_MAX_LAG="1", RATINGS_STREAM=env.stream + "-lag"),
+                               tmp_path / "b")
+    try:
+        procs.start_relay("down-relay")
+        wait_for_port(procs.ports["down-relay"])
+        status, body = get(procs.ports["down-relay"], "/readyz")
+        assert status == 503 and body["broker"] != "ok" and body["database"] == "ok"
+
+        # An unpublished event two minutes old, row-locked by this test so that the active relay
+        # skips it (FOR UPDATE SKIP LOCKED): lag a relay must report as not ready.
+        lagging.start_relay("lag-relay")
+        wait_for_port(lagging.ports["lag-relay"])
+        import psycopg
+
+        with psycopg.connect(env.database_url) as holder:
+            row_id = holder.execute(
+                "INSERT INTO outbox (event_id, payload, created_at) VALUES (gen_random_uuid(), '{}', "
+                "now() - interval '2 minutes') RETURNING id").fetchone()[0]
+            holder.commit()
+            holder.execute("SELECT 1 FROM outbox WHERE id = %s FOR UPDATE", (row_id,))
+            status, body = get(lagging.ports["lag-relay"], "/readyz")
+            assert status == 503 and body["outbox_lag_seconds"] >= 119, body
+            holder.execute("DELETE FROM outbox WHERE id = %s", (row_id,))
+            holder.commit()
+        status, body = get(lagging.ports["lag-relay"], "/readyz")
+        assert status == 200, body
+    finally:
+        procs.stop_all()
+        lagging.stop_all()

@@ -1,0 +1,214 @@
+"""Metrics (Prometheus), structured logs (structlog) and the health endpoints.
+
+Metrics: Celery's prefork children do the rating work, so counters and histograms use
+prometheus_client's multiprocess mode: every process writes its samples to files under
+``PROMETHEUS_MULTIPROC_DIR`` (``ratings worker`` sets one up), and the main process serves them
+merged. Values that live in the database (outbox lag, stream length, rating pool drift) are read
+when scraped by :class:`DatabaseCollector`.
+
+HTTP: :func:`serve` starts a small threaded server in the main process with ``/metrics``,
+``/healthz`` (liveness) and ``/readyz`` (readiness). Ports: worker 9100, relay 9101 (settings).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import structlog
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+
+MESSAGES = Counter(
+    "ratings_messages_total", "Messages handled by outcome (applied, duplicate, redelivered, dead_letter)", ["outcome"]
+)
+DEAD_LETTERS = Counter("ratings_dead_letters_total", "Dead letters written, by reason code", ["reason"])
+OUT_OF_ORDER = Counter("ratings_out_of_order_total", "Matches applied after a later match of one of their players", ["ladder"])
+APPLY_SECONDS = Histogram(
+    "ratings_apply_seconds", "Time to handle one message in the worker (validate, rate, commit), seconds",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+LOCK_WAIT_SECONDS = Histogram(
+    "ratings_lock_wait_seconds", "Time to lock a match's player rows (SELECT ... FOR UPDATE), seconds",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
+)
+BATCH_SIZE = Histogram(
+    "ratings_batch_size", "Matches applied per database transaction", buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500)
+)
+EVENTS_PUBLISHED = Counter("ratings_events_published_total", "Rating-changed events the relay added to the stream")
+
+
+def configure_logging(level: str | int = "INFO", json_lines: bool | None = None) -> None:
+    """Route every log record (Celery's too) through structlog.
+
+    JSON lines when ``json_lines`` is true or, by default, when stderr is not a terminal; coloured
+    human-readable lines on a terminal. Context bound with ``structlog.contextvars`` (match_id,
+    ladder, task_id) appears in every line of the current task.
+    """
+    if json_lines is None:
+        json_lines = not sys.stderr.isatty()
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer = structlog.processors.JSONRenderer() if json_lines else structlog.dev.ConsoleRenderer()
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, renderer],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level if isinstance(level, int) else level.upper())
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+
+
+class DatabaseCollector:
+    """Gauges read from PostgreSQL and Redis at scrape time (never cached, never stale).
+
+    ``ratings_outbox_lag_seconds``: age of the oldest unpublished outbox row (0 when none);
+    ``ratings_outbox_unpublished``; ``ratings_stream_length``; ``ratings_rating_pool_drift`` per
+    ladder: sum of ratings minus initial rating × players (rating points; inflation when > 0).
+    """
+
+    def __init__(self, database_url: str, redis_client, stream: str, initial_ratings: dict[str, float]):
+        self.database_url = database_url
+        self.redis = redis_client
+        self.stream = stream
+        self.initial_ratings = initial_ratings
+
+    def collect(self):
+        import psycopg
+
+        lag = GaugeMetricFamily("ratings_outbox_lag_seconds", "Age of the oldest unpublished outbox row, seconds")
+        unpublished = GaugeMetricFamily("ratings_outbox_unpublished", "Outbox rows not yet on the stream")
+        drift = GaugeMetricFamily("ratings_rating_pool_drift", "Sum of ratings minus initial rating x players", labels=["ladder"])
+        stream_len = GaugeMetricFamily("ratings_stream_length", "Entries in the rating-changed stream")
+        try:
+            with psycopg.connect(self.database_url, autocommit=True, connect_timeout=3) as conn:
+                age, count = conn.execute(
+                    "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0), count(*) "
+                    "FROM outbox WHERE published_at IS NULL"
+                ).fetchone()
+                lag.add_metric([], float(age))
+                unpublished.add_metric([], float(count))
+                for ladder, total, players in conn.execute(
+                    "SELECT ladder, sum(rating), count(*) FROM players GROUP BY ladder"
+                ):
+                    initial = self.initial_ratings.get(ladder)
+                    if initial is not None:
+                        drift.add_metric([ladder], float(total) - initial * players)
+        except psycopg.Error:
+            pass  # an unreachable database shows as missing gauges; /readyz says why
+        try:
+            stream_len.add_metric([], float(self.redis.xlen(self.stream)))
+        except Exception:  # noqa: BLE001 - the broker may be down; readiness reports it
+            pass
+        yield from (lag, unpublished, drift, stream_len)
+
+
+def registry(extra_collectors=()) -> CollectorRegistry:
+    """A registry with the multiprocess samples (when enabled) and ``extra_collectors``."""
+    reg = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.MultiProcessCollector(reg)
+    else:
+        from prometheus_client import REGISTRY
+
+        reg = REGISTRY
+    for collector in extra_collectors:
+        reg.register(collector)
+    return reg
+
+
+Check = Callable[[], tuple[bool, dict]]
+
+
+def serve(port: int, reg: CollectorRegistry, liveness: Check, readiness: Check) -> ThreadingHTTPServer:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``port`` (all interfaces) in a daemon thread.
+
+    A check returns ``(ok, details)``; the endpoint answers 200 or 503 with the details as JSON.
+    Raises ``OSError`` if the port is taken.
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            if self.path.startswith("/metrics"):
+                body, status, ctype = generate_latest(reg), 200, CONTENT_TYPE_LATEST
+            elif self.path.startswith("/healthz") or self.path.startswith("/readyz"):
+                check = liveness if self.path.startswith("/healthz") else readiness
+                try:
+                    ok, details = check()
+                except Exception as exc:  # noqa: BLE001 - a failing check is a 503, not a crash
+                    ok, details = False, {"error": f"{type(exc).__name__}: {exc}"}
+                body, status, ctype = json.dumps({"ok": ok, **details}).encode(), 200 if ok else 503, "application/json"
+            else:
+                body, status, ctype = b"not found\n", 404, "text/plain"
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # scrapes and probes are not worth a log line each
+            pass
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    threading.Thread(target=server.serve_forever, name=f"http-{port}", daemon=True).start()
+    return server
+
+
+def database_and_broker_reachable(database_url: str, redis_client) -> tuple[bool, dict]:
+    """Readiness common to worker and relay: ``SELECT 1`` and ``PING`` answer within 3 s."""
+    import psycopg
+
+    details = {}
+    try:
+        with psycopg.connect(database_url, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+        details["database"] = "ok"
+    except psycopg.Error as exc:
+        details["database"] = type(exc).__name__
+    try:
+        redis_client.ping()
+        details["broker"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        details["broker"] = type(exc).__name__
+    return details["database"] == "ok" and details["broker"] == "ok", details
+
+
+class Heartbeat:
+    """A monotonic timestamp a loop touches each round; alive when touched within ``max_age`` s."""
+
+    def __init__(self, max_age: float):
+        self.max_age = max_age
+        self.last = time.monotonic()
+
+    def beat(self) -> None:
+        self.last = time.monotonic()
+
+    def check(self) -> tuple[bool, dict]:
+        age = time.monotonic() - self.last
+        return age <= self.max_age, {"last_round_seconds_ago": round(age, 1)}
