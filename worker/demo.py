@@ -133,6 +133,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         received = counts.received - before.received
         ok &= received == total and stream_events >= events_expected
         ok &= by_ladder.get("elo", 0) == 2 * len(football)
+        _save_metrics(procs, settings.state_dir.resolve() / "logs")
         console.print(f"finished in {time.monotonic() - started:.1f} s: " + ("[green]all good[/green]" if ok else "[red]FAILED[/red]"))
         return 0 if ok else 1
     finally:
@@ -159,3 +160,23 @@ def _stream_events_by_ladder(client: redis.Redis, stream: str, after_id: str) ->
             ladder = json.loads(fields[b"payload"])["ladder"]
             counts[ladder] = counts.get(ladder, 0) + 1
         start = "(" + page[-1][0].decode()
+
+
+def _save_metrics(procs: ServiceProcesses, folder) -> None:
+    """Scrape every process's /metrics before stopping them; save each and print the key series."""
+    import urllib.request
+
+    keys = ("ratings_messages_total", "ratings_dead_letters_total", "ratings_events_published_total",
+            "ratings_outbox_lag_seconds", "ratings_stream_length", "ratings_rating_pool_drift",
+            "ratings_apply_seconds_count", "ratings_apply_seconds_sum", "ratings_out_of_order_total")
+    for name, port in sorted(procs.ports.items()):
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        except OSError as exc:
+            console.print(f"metrics of {name}: not reachable ({exc})")
+            continue
+        (folder / f"metrics-{name}.prom").write_text(text)
+        lines = [line for line in text.splitlines() if line.startswith(keys)]
+        console.print(f"[bold]metrics of {name}[/bold] (saved to {folder / f'metrics-{name}.prom'}):")
+        for line in lines:
+            console.print("  " + line, highlight=False)
