@@ -37,10 +37,11 @@ class ServiceProcesses:
         self.procs[name] = proc
         return proc
 
-    def start_worker(self, name: str, concurrency: int = 1, pool: str = "prefork") -> subprocess.Popen:
+    def start_worker(self, name: str, concurrency: int = 1, pool: str = "prefork",
+                     loglevel: str = "WARNING") -> subprocess.Popen:
         """Start one Celery worker node ``name`` with ``concurrency`` children."""
         return self._start(name, ["worker", "--concurrency", str(concurrency), "--name", f"{name}@%h",
-                                  "--loglevel", "WARNING", "--pool", pool], "RATINGS_METRICS_PORT")
+                                  "--loglevel", loglevel, "--pool", pool], "RATINGS_METRICS_PORT")
 
     def start_relay(self, name: str = "relay") -> subprocess.Popen:
         """Start one outbox relay."""

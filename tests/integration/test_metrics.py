@@ -130,3 +130,33 @@ def test_relay_readiness_fails_when_the_broker_is_unreachable_and_when_the_outbo
     finally:
         procs.stop_all()
         lagging.stop_all()
+
+
+def test_each_handled_message_logs_one_json_line_with_match_task_ladder_and_duration(env, tmp_path):
+    """With JSON logs, a worker at INFO writes for each message a line carrying match_id, ladder,
+    task_id, outcome and duration_ms."""
+    import os
+
+    from worker.producer import producer_app, publish_match
+    from worker.runtime import ServiceProcesses, wait_until_drained
+
+    queue = env.queue + "-logs"
+    procs = ServiceProcesses(dict(os.environ, RATINGS_QUEUE=queue, RATINGS_LOG_JSON="true"), tmp_path)
+    try:
+        procs.start_worker("log-worker", loglevel="INFO")
+        with env.connect() as conn:
+            before = conn.execute("SELECT count(*) FROM ledger").fetchone()[0]
+        task_id = publish_match(producer_app(env.broker_url), match("log-1", "la", "lb", ladder="sedma"), queue=queue)
+        wait_until_drained(env.database_url, before + 1, timeout=60)
+        deadline = time.monotonic() + 10
+        line = None
+        while line is None and time.monotonic() < deadline:
+            for raw in (tmp_path / "log-worker.log").read_text().splitlines():
+                if raw.startswith("{") and '"match handled"' in raw:
+                    line = json.loads(raw)
+            time.sleep(0.2)
+    finally:
+        procs.stop_all()
+    assert line is not None
+    assert (line["match_id"], line["ladder"], line["task_id"], line["outcome"]) == ("log-1", "sedma", task_id, "applied")
+    assert line["duration_ms"] > 0 and line["level"] == "info"
