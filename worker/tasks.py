@@ -101,29 +101,28 @@ def apply_match(self, *args, **kwargs) -> str:
         log.exception("rating service unavailable; requeueing the message")
         raise Reject(f"service unavailable: {exc}", requeue=True) from exc
     task_id = self.request.id
-    if len(args) != 1 or kwargs:
-        handled = service.dead_letter(
-            "bad_task_arguments",
-            f"ratings.apply_match takes exactly one positional argument (the MatchFinished "
-            f"message); got {len(args)} positional and keyword arguments {sorted(kwargs)}",
-            {"args": list(args), "kwargs": kwargs},
-            None,
-            task_id,
-        )
-        return handled.outcome
     started = time.perf_counter()
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     try:
-        handled = service.handle(args[0], task_id)
+        if len(args) != 1 or kwargs:
+            handled = service.dead_letter(
+                "bad_task_arguments",
+                f"ratings.apply_match takes exactly one positional argument (the MatchFinished "
+                f"message); got {len(args)} positional and keyword arguments {sorted(kwargs)}",
+                {"args": list(args), "kwargs": kwargs},
+                None,
+                task_id,
+            )
+        else:
+            handled = service.handle(args[0], task_id)
     except TRANSIENT_ERRORS as exc:
         log.error("transient database error outlasted retries; requeueing: %s", exc)
         raise Reject(str(exc), requeue=True) from exc
     except SoftTimeLimitExceeded as exc:  # the message is fine; this run ran out of time
         log.error("task %s hit its soft time limit; requeueing", task_id)
         raise Reject("soft time limit", requeue=True) from exc
-    duration = time.perf_counter() - started
-    _record(handled, duration)
+    _record(handled, time.perf_counter() - started)
     return handled.outcome
 
 
