@@ -11,10 +11,17 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
   redelivered once its first run cannot still be going;
 * no result backend: results live in PostgreSQL; no ETA or countdown on the rating path;
 * a consumer (:mod:`worker.gate`) that dead-letters the messages Celery would log and drop;
-* the broker connection is retried for ever: a Redis restart must not leave an idle worker.
+* the broker connection is retried for ever: a Redis restart must not leave an idle worker;
+* a ``redis://``/``rediss://`` broker goes through :mod:`worker.transport` (``broker_transport``;
+  the URL stays a plain Redis URL): kombu's transport pops a message (``BRPOP``) and records it as
+  unacknowledged in a second command, so a Redis stop between the two lost the message; this one
+  moves it atomically into an in-flight list first, from which it is always recovered.
 """
 
 from __future__ import annotations
+
+from ssl import CERT_NONE
+from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
 
@@ -51,6 +58,13 @@ def configure(app: Celery, settings: Settings) -> Celery:
         broker_connection_retry=True,
         broker_connection_max_retries=None,
     )
+    url = urlsplit(settings.broker_url or "")
+    if url.scheme in ("redis", "rediss"):
+        # An explicit transport replaces the one the URL scheme names, and with it kombu's
+        # "rediss:// without ssl_* parameters" default, which is restored here as kombu has it.
+        app.conf.broker_transport = "worker.transport:Transport"
+        if url.scheme == "rediss" and not any(k.startswith("ssl_") for k in parse_qs(url.query)):
+            app.conf.broker_use_ssl = {"ssl_cert_reqs": CERT_NONE}
     return app
 
 
