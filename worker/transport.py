@@ -95,6 +95,23 @@ class QoS(kombu_redis.QoS):
             raise Empty()
         super(kombu_redis.QoS, self).append(message, delivery_tag)  # virtual.QoS bookkeeping
 
+    def restore_unacked(self, client=None):
+        """kombu's restore at channel close, which must not kill the worker.
+
+        After a lost broker connection Celery closes the channel, and kombu's restore then builds
+        a client from a connection object that is already gone (``AttributeError: 'NoneType'
+        object has no attribute 'hostname'``), or cannot reach Redis at all; that error escapes
+        Celery's ``ignore_errors`` and stops the worker ("Unrecoverable error"). Skipping the
+        restore loses nothing: the messages stay in the ``unacked`` hash and the
+        visibility-timeout sweep puts them back on the queue.
+        """
+        try:
+            return super().restore_unacked(client)
+        except (AttributeError, *self.channel.connection_errors) as exc:
+            log.warning("unacknowledged messages not restored at close (%s: %s); the "
+                        "visibility-timeout sweep returns them", type(exc).__name__, exc)
+            return None
+
     def restore_visible(self, start=0, num=10, interval=10):
         self.channel.recover_inflight()
         super().restore_visible(start, num, interval)

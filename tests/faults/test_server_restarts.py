@@ -26,7 +26,9 @@ def test_workers_resume_consuming_after_redis_restarts_and_everything_drains(clu
     cluster.figures["recovery_seconds"] = round(time.monotonic() - back_at, 1)
     figures = cluster.check_invariants()
     assert (figures["applied"], figures["duplicates"], figures["dead_letters"]) == (500, 0, 0)
-    # The workers still consume after the restart.
+    # Both workers survived the restart (no "Unrecoverable error") and still consume.
+    assert cluster.log_count("Unrecoverable error") == 0
+    assert all(cluster.procs.procs[w].poll() is None for w in ("w1", "w2"))
     cluster.publish(cluster.matches(50, prefix="after-restart"))
     cluster.wait_drained(timeout=60)
     assert cluster.check_invariants()["applied"] == 550
