@@ -121,6 +121,13 @@ class Cluster:
             done = pool.starmap(publish_many, [(self.broker_url, self.queue, b) for b in batches])
         self.published += sum(done)
 
+    def wait_received(self, at_least: int, timeout: float = 60.0) -> int:
+        """Wait until at least ``at_least`` messages ended somewhere (so a fault hits a busy system)."""
+        deadline = time.monotonic() + timeout
+        while (n := self.counts().received) < at_least and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return n
+
     def counts(self) -> repository.Counts:
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             return repository.counts(conn)

@@ -16,8 +16,7 @@ def test_workers_resume_consuming_after_redis_restarts_and_everything_drains(clu
     'worker stops consuming after Redis restarts' does not happen)."""
     cluster = cluster_factory("restart-redis", own_redis=True).start()
     cluster.publish(cluster.matches(500))
-    time.sleep(0.5)
-    cluster.figures["received_before_restart"] = cluster.counts().received
+    cluster.figures["received_before_restart"] = cluster.wait_received(50)
     cluster.own.stop_redis()
     time.sleep(2.0)
     cluster.own.start_redis()
@@ -39,8 +38,7 @@ def test_postgresql_restarted_mid_stream_loses_nothing(cluster_factory):
     with backoff or are requeued, the relay reconnects, every match is applied once."""
     cluster = cluster_factory("restart-postgresql", own_postgres=True).start()
     cluster.publish(cluster.matches(500))
-    time.sleep(0.7)
-    cluster.figures["received_before_restart"] = cluster.counts().received
+    cluster.figures["received_before_restart"] = cluster.wait_received(50)
     cluster.own.restart_postgres(mode="fast", down_seconds=2.0)
     back_at = time.monotonic()
     cluster.wait_drained(timeout=180)

@@ -41,8 +41,7 @@ def test_tasks_of_a_worker_whose_main_process_is_killed_are_not_dropped(cluster_
     messages come back after the visibility timeout and are applied once by the other node."""
     cluster = cluster_factory("kill-worker-main-process").start()
     cluster.publish(cluster.matches(400))
-    time.sleep(1.0)
-    before = cluster.counts().received
+    before = cluster.wait_received(40)
     main = cluster.procs.procs["w1"]
     orphans = cluster.children("w1")
     main.send_signal(signal.SIGKILL)
