@@ -1,0 +1,68 @@
+"""``ratings bench`` in a tiny configuration: it completes and writes every expected figure.
+
+No timing is asserted (a test suite that fails on a slow machine tests the machine): the run uses
+the test servers, in a database, queue and stream of its own that it removes at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+import redis
+
+pytestmark = pytest.mark.integration
+
+
+def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
+    admin_url, broker_url = servers
+    output = tmp_path / "bench.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RATINGS_")}
+    env.update(RATINGS_DATABASE_URL=admin_url, RATINGS_BROKER_URL=broker_url, RATINGS_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "worker", "bench", "--matches", "200", "--workers", "1", "--ledger-size", "2000",
+         "--ledger-players", "200", "--engine-matches", "5000", "--repeats", "1", "--players", "5000",
+         "--output", str(output)],
+        env=env, capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    results = json.loads(output.read_text())
+    assert {"machine", "config", "engine", "service", "ledger", "targets"} <= set(results)
+    assert {"nproc", "cpu_model", "python"} <= set(results["machine"])
+    engine = results["engine"]
+    assert {"rate_per_s", "replay_per_s", "fast_replay_per_s", "elote_per_s", "inline_loop_per_s"} <= set(engine["classic_1v1"])
+    assert {"rate_per_s", "replay_per_s", "fast_replay_per_s"} <= set(engine["sedma_1v1"])
+    assert engine["fast_replay_identical"] is True
+
+    service = results["service"]
+    assert {"headline", "scaling", "half_load", "hot_players", "rss", "runs"} <= set(service)
+    assert {"baseline_per_s", "rating_per_s", "ratio", "preloaded_ratio"} <= set(service["headline"])
+    assert [row["workers"] for row in service["scaling"]] == [1]
+    for key in ("latency_publish_to_event", "latency_publish_to_commit"):
+        assert {"p50_ms", "p95_ms", "p99_ms"} <= set(service["half_load"][key])
+    assert {"start_cold_mib", "after_warm_up_mib", "end_mib"} <= set(service["rss"])
+    kinds = {run["kind"] for run in service["runs"]}
+    assert kinds == {"noop", "noop_preloaded", "uniform_full_load", "uniform_preloaded", "uniform_half_load",
+                     "hot_players_full_load"}
+    for run in service["runs"]:  # nothing lost, nothing dead-lettered, verify exact
+        if not run["kind"].startswith("noop"):
+            assert run["applied"] == run["messages"] and run["dead_letters"] == 0 and run["verify_ok"]
+
+    ledger = results["ledger"]
+    assert [s["matches"] for s in ledger["sizes"]] == [200, 600, 2000]
+    assert all(s["verify_ok"] and s["fast_verify_ok"] for s in ledger["sizes"])
+    assert {"verify_seconds", "verify_peak_rss_mib", "fast_verify_seconds", "idle_process_peak_rss_mib"} <= set(ledger["sizes"][0])
+    assert {t["target"] for t in results["targets"]}
+
+    # it cleaned up after itself: its database, queues and streams are gone
+    assert results["database"].startswith("ratings_bench_")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (results["database"],)).fetchone()[0] == 0
+    client = redis.Redis.from_url(broker_url)
+    assert service["queues"] and service["streams"]
+    assert not client.exists(*service["queues"], *service["streams"])

@@ -1,0 +1,19 @@
+"""The no-op task of ``ratings bench``: the framework's ceiling for one task per message.
+
+``ratings bench`` publishes as many ``ratings.noop`` messages as it publishes matches, with the
+same body, to the same queue of the same workers (same Celery settings: JSON, late acks, prefetch),
+and compares the rating path's throughput with this one. The task does nothing, so its rate is
+what Celery, kombu and Redis allow per message on this machine.
+"""
+
+from __future__ import annotations
+
+from worker.celery_app import app
+
+NOOP_TASK = "ratings.noop"
+
+
+@app.task(name=NOOP_TASK)
+def noop(*args, **kwargs) -> None:
+    """Do nothing (the benchmark's baseline)."""
+    return None
