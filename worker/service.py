@@ -66,7 +66,11 @@ def open_pool(settings: Settings) -> ConnectionPool:
     """
     if not settings.database_url:
         raise RuntimeError("RATINGS_DATABASE_URL is not set")
-    options = f"-c lock_timeout={settings.lock_timeout_ms} -c statement_timeout={settings.statement_timeout_ms}"
+    # force_custom_plan: psycopg prepares repeated statements, and a generic plan made while
+    # `players` was small (a sequential scan for the row locks) would otherwise stay in use until an
+    # ANALYZE; with autovacuum off that never comes and throughput collapses (seen in the benchmark).
+    options = (f"-c lock_timeout={settings.lock_timeout_ms} -c statement_timeout={settings.statement_timeout_ms}"
+               " -c plan_cache_mode=force_custom_plan")
     return ConnectionPool(
         settings.database_url,
         min_size=1,
