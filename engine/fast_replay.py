@@ -26,15 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from engine.k_factor import ConstantK
-from engine.model import Match, Outcome
+from engine.model import Match
 from engine.policy import RatingPolicy, Rounding
+from engine.rating import BASE_SCORES
 from engine.replay import Standing
 
 CACHE_LIMIT = 65_536
 """Entries per memo (adjusted scores, K by rating) before it is cleared."""
 
-_A_WON = Outcome.SIDE_A_WON
-_B_WON = Outcome.SIDE_B_WON
 
 
 class Replayer:
@@ -122,13 +121,7 @@ class Replayer:
             # engine.elo.expected_score, once from each side (not 1 - E: the same bits as rate()).
             ea = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
             eb = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
-            outcome = match.outcome
-            if outcome is _A_WON:
-                base_a, base_b = 1.0, 0.0
-            elif outcome is _B_WON:
-                base_a, base_b = 0.0, 1.0
-            else:
-                base_a = base_b = 0.5
+            base_a, base_b = BASE_SCORES[match.outcome]
             if plain:
                 s_a, s_b = base_a, base_b
             else:
@@ -189,13 +182,7 @@ class Replayer:
         side_b = before_b[0] if len(before_b) == 1 else sum(before_b) / len(before_b)
         expected_a = 1.0 / (1.0 + 10.0 ** ((side_b - side_a) / policy.scale))
         expected_b = 1.0 / (1.0 + 10.0 ** ((side_a - side_b) / policy.scale))
-        outcome = match.outcome
-        if outcome is _A_WON:
-            base_a, base_b = 1.0, 0.0
-        elif outcome is _B_WON:
-            base_a, base_b = 0.0, 1.0
-        else:
-            base_a = base_b = 0.5
+        base_a, base_b = BASE_SCORES[match.outcome]
         half_even = policy.rounding is Rounding.HALF_EVEN
         plain = policy.performance is None
         constant_k = policy.k_factor.k if isinstance(policy.k_factor, ConstantK) else None

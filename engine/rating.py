@@ -9,7 +9,8 @@ from engine.model import Match, Outcome, RatingChange
 from engine.policy import RatingPolicy
 from engine.teams import side_rating
 
-_BASE_SCORES = {
+BASE_SCORES = {
+    # Actual scores (side A, side B) before any performance adjustment: win 1, draw 0.5, loss 0.
     Outcome.SIDE_A_WON: (WIN, LOSS),
     Outcome.SIDE_B_WON: (LOSS, WIN),
     Outcome.DRAW: (DRAW, DRAW),
@@ -37,7 +38,7 @@ def rate(match: Match, ratings: Mapping[str, float], policy: RatingPolicy) -> tu
     side_a, side_b = side_rating(before_a), side_rating(before_b)
     expected_a = expected_score(side_a, side_b, policy.scale)
     expected_b = expected_score(side_b, side_a, policy.scale)
-    base_a, base_b = _BASE_SCORES[match.outcome]
+    base_a, base_b = BASE_SCORES[match.outcome]
     adjustment = policy.performance
     changes: list[RatingChange] = []
     for players, befores, expected, base in (
