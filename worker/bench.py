@@ -777,7 +777,7 @@ def _verify_child(database_url: str, ladders_file: str, mode: str) -> dict[str, 
             ok, matches, players = True, 0, 0
         seconds = time.perf_counter() - started
     peak = _peak_rss()
-    return {"mode": mode, "seconds": round(seconds, 2), "ok": ok, "matches": matches, "players": players,
+    return {"mode": mode, "seconds": seconds, "ok": ok, "matches": matches, "players": players,
             "rss_before_mib": round(rss_before / 2**20, 1), "peak_rss_mib": round(peak / 2**20, 1)}
 
 
@@ -861,10 +861,10 @@ def ledger_bench(config: BenchConfig, database_url: str) -> dict[str, Any]:
             sizes.append({
                 "matches": target, "write_seconds": round(write_seconds, 1),
                 "players_table_seconds": round(players_seconds, 1),
-                "verify_seconds": shipped["seconds"], "verify_per_s": round(target / shipped["seconds"]),
+                "verify_seconds": round(shipped["seconds"], 3), "verify_per_s": round(target / shipped["seconds"]),
                 "verify_ok": shipped["ok"] and shipped["matches"] == target,
                 "verify_peak_rss_mib": shipped["peak_rss_mib"],
-                "fast_verify_seconds": fast["seconds"], "fast_verify_per_s": round(target / fast["seconds"]),
+                "fast_verify_seconds": round(fast["seconds"], 3), "fast_verify_per_s": round(target / fast["seconds"]),
                 "fast_verify_ok": fast["ok"] and fast["matches"] == target,
                 "fast_verify_peak_rss_mib": fast["peak_rss_mib"],
                 "idle_process_peak_rss_mib": idle["peak_rss_mib"],
