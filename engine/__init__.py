@@ -2,7 +2,7 @@
 
 from engine.elo import expected_score
 from engine.k_factor import SEDMA_K, BandedK, ConstantK
-from engine.model import Match, Outcome, Participant, Performance, RatingChange
+from engine.model import Match, Outcome, Participant, Performance, PlayerState, RatingChange
 from engine.policy import RatingPolicy, Rounding
 from engine.rating import rate
 from engine.sedma import SedmaAdjustment, calculate_new_ratings
@@ -15,6 +15,7 @@ __all__ = [
     "Outcome",
     "Participant",
     "Performance",
+    "PlayerState",
     "RatingChange",
     "RatingPolicy",
     "Rounding",

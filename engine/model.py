@@ -46,16 +46,40 @@ class Participant:
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """A finished two-sided match: ``side_a`` and ``side_b`` each hold one or more participants."""
+    """A finished two-sided match: ``side_a`` and ``side_b`` each hold one or more participants.
+
+    Optional context used by some policies: ``home`` is ``"side_a"``/``"side_b"`` when one side
+    plays at home (the policy's home advantage, in rating points, is added to it) or ``None`` on
+    neutral ground; ``scores`` is ``(side A points, side B points)`` for a margin-of-victory
+    multiplier; ``season`` names the season the match belongs to (season regression).
+    """
 
     match_id: str
     side_a: tuple[Participant, ...]
     side_b: tuple[Participant, ...]
     outcome: Outcome
+    home: str | None = None
+    scores: tuple[float, float] | None = None
+    season: str | None = None
 
     def player_ids(self) -> tuple[str, ...]:
         """Every player id of the match, side A first, in the order given."""
         return tuple(p.player_id for p in self.side_a) + tuple(p.player_id for p in self.side_b)
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerState:
+    """What a policy may need to know about a player before a match.
+
+    ``rating`` in rating points; ``games_played`` rated matches so far (provisional K-factors);
+    ``peak_rating`` the highest rating reached so far, or ``None`` (FIDE's K = 10 once 2400 is
+    reached); ``season`` the season of the player's last match, or ``None`` (season regression).
+    """
+
+    rating: float
+    games_played: int = 0
+    peak_rating: float | None = None
+    season: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +88,9 @@ class RatingChange:
 
     Ratings are in rating points; ``expected_score`` and ``actual_score`` are in [0, 1]
     (``actual_score`` after any performance adjustment); ``k_factor`` in rating points per unit
-    of score; ``result`` is ``"win"``, ``"draw"`` or ``"loss"`` for this player's side.
+    of score (after any margin-of-victory multiplier); ``result`` is ``"win"``, ``"draw"`` or
+    ``"loss"`` for this player's side. ``rating_before`` is the rating the match was rated from
+    (after any season regression).
     """
 
     player_id: str
@@ -74,6 +100,10 @@ class RatingChange:
     actual_score: float
     k_factor: float
     result: str = field(default="win")
+    floor_points: float = 0.0
+    """Rating points the policy's rating floor added (0 when the floor was not hit)."""
+    capped: bool = False
+    """True when the rating difference used for the expected score was capped (400-point rule)."""
 
     @property
     def delta(self) -> float:

@@ -33,6 +33,8 @@ class RatingPolicy:
     scale: float = 400.0
     rounding: Rounding = Rounding.NONE
     performance: SedmaAdjustment | None = None
+    version: str = ""
+    """Content hash of the configuration the policy was read from (empty when built in code)."""
 
     def round(self, rating: float) -> float:
         """``rating`` rounded as this policy says (still a ``float``)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from engine.elo import DRAW, LOSS, WIN, expected_score, update
-from engine.model import Match, Outcome, RatingChange
+from engine.model import Match, Outcome, PlayerState, RatingChange
 from engine.policy import RatingPolicy
 from engine.teams import side_rating
 
@@ -18,11 +18,20 @@ BASE_SCORES = {
 _RESULT = {WIN: "win", DRAW: "draw", LOSS: "loss"}
 
 
-def rate(match: Match, ratings: Mapping[str, float], policy: RatingPolicy) -> tuple[RatingChange, ...]:
+def _rating(state: float | PlayerState | None, policy: RatingPolicy) -> float:
+    if state is None:
+        return policy.initial_rating
+    if isinstance(state, PlayerState):
+        return state.rating
+    return state
+
+
+def rate(match: Match, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy) -> tuple[RatingChange, ...]:
     """Rating changes of every player of ``match``, side A's players first, in match order.
 
-    ``ratings`` maps player id to current rating (rating points); a player absent from it starts
-    at ``policy.initial_rating``. For each player:
+    ``ratings`` maps player id to current rating (rating points) or to a
+    :class:`engine.model.PlayerState` (rating, games played, peak, season); a player absent from it
+    starts at ``policy.initial_rating``. For each player:
 
     * expected score E = 1 / (1 + 10^((R_opp_side − R_own_side) / scale)), where a side's rating
       is the mean of its players' ratings (:func:`engine.teams.side_rating`);
@@ -33,8 +42,8 @@ def rate(match: Match, ratings: Mapping[str, float], policy: RatingPolicy) -> tu
     For a 1v1 Sedma match this is exactly the seed's ``CalculateNewRatings``. Raises
     ``ValueError`` if a side is empty.
     """
-    before_a = [ratings.get(p.player_id, policy.initial_rating) for p in match.side_a]
-    before_b = [ratings.get(p.player_id, policy.initial_rating) for p in match.side_b]
+    before_a = [_rating(ratings.get(p.player_id), policy) for p in match.side_a]
+    before_b = [_rating(ratings.get(p.player_id), policy) for p in match.side_b]
     side_a, side_b = side_rating(before_a), side_rating(before_b)
     expected_a = expected_score(side_a, side_b, policy.scale)
     expected_b = expected_score(side_b, side_a, policy.scale)

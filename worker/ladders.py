@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -39,8 +41,17 @@ class LadderConfig(BaseModel):
     rounding: Literal["none", "half_even"] = "none"
     performance: Literal["none", "sedma"] = "none"
 
+    def canonical(self) -> dict:
+        """The rating-relevant content (every key, defaults filled in; ``description`` left out)."""
+        return self.model_dump(mode="json", exclude={"description"})
+
+    def version(self) -> str:
+        """Content hash: first 12 hex digits of SHA-256 over the canonical JSON of :meth:`canonical`."""
+        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
     def policy(self) -> RatingPolicy:
-        """The engine policy this configuration describes."""
+        """The engine policy this configuration describes (``version`` set to :meth:`version`)."""
         if self.k_factor.constant is not None:
             k = ConstantK(self.k_factor.constant)
         else:
@@ -53,6 +64,7 @@ class LadderConfig(BaseModel):
             scale=self.scale,
             rounding=Rounding(self.rounding),
             performance=SedmaAdjustment() if self.performance == "sedma" else None,
+            version=self.version(),
         )
 
 
@@ -79,5 +91,20 @@ def load_ladders(path: Path) -> dict[str, RatingPolicy]:
     try:
         parsed = LaddersFile.model_validate(raw)
         return {name: cfg.policy() for name, cfg in parsed.ladders.items()}
+    except ValueError as exc:
+        raise LadderConfigError(f"{path}: {exc}") from exc
+
+
+def load_policy_file(path: Path) -> RatingPolicy:
+    """One ladder's policy from a file holding a single policy (the keys of a ladder table).
+
+    Raises :class:`LadderConfigError` naming the file and the offending key.
+    """
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LadderConfigError(f"{path}: {exc}") from exc
+    try:
+        return LadderConfig.model_validate(raw).policy()
     except ValueError as exc:
         raise LadderConfigError(f"{path}: {exc}") from exc

@@ -27,10 +27,13 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from engine import RatingChange, RatingPolicy, rate
+from engine import PlayerState, RatingChange, RatingPolicy, rate
 from worker.mapping import to_engine_match
 
 OUTBOX_CHANNEL = "ratings_outbox"
+LADDER_LOCK_CLASS = 7_401
+"""First key of the per-ladder advisory lock: every rating transaction takes it shared, a rebuild's
+switch-over takes it exclusive (``pg_advisory_xact_lock(LADDER_LOCK_CLASS, hashtext(ladder))``)."""
 EVENT_NAMESPACE = uuid.UUID("7d1c8f0e-3b7a-5c38-9a51-6f3e2b0d4c11")
 
 
@@ -129,6 +132,8 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
         existing = _check_existing(cur, match_id, payload_hash, task_id)
         if existing is not None:
             return existing
+        # A rebuild of this ladder holds the exclusive form while it switches over.
+        cur.execute("SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s))", (LADDER_LOCK_CLASS, ladder))
         cur.execute(
             """
             INSERT INTO players (ladder, player_id, rating, peak_rating)
@@ -141,27 +146,32 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
         lock_started = time.perf_counter()
         rows = cur.execute(
             """
-            SELECT player_id, rating, games_played, last_finished_at FROM players
+            SELECT player_id, rating, games_played, last_finished_at, peak_rating, season FROM players
              WHERE ladder = %s AND player_id = ANY(%s)
              ORDER BY player_id COLLATE "C" FOR UPDATE
             """,
             (ladder, player_ids),
         ).fetchall()
         lock_wait = time.perf_counter() - lock_started
-        state = {pid: (rating, games, last) for pid, rating, games, last in rows}
+        state = {pid: (rating, games, last) for pid, rating, games, last, _, _ in rows}
+        players = {
+            pid: PlayerState(rating, games, peak, season) for pid, rating, games, _, peak, season in rows
+        }
         out_of_order = any(last is not None and finished_at < last for _, _, last in state.values())
         inserted = cur.execute(
             """
-            INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, task_id)
-            VALUES (%s, %s, %s, %s, %s, %s, %s)
+            INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, task_id,
+                                policy_version)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT (match_id) DO NOTHING RETURNING seq
             """,
-            (match_id, ladder, payload_hash, psycopg.types.json.Jsonb(payload), finished_at, out_of_order, task_id),
+            (match_id, ladder, payload_hash, psycopg.types.json.Jsonb(payload), finished_at, out_of_order, task_id,
+             policy.version or None),
         ).fetchone()
         if inserted is None:  # a concurrent delivery of the same match committed first
             raise psycopg.Rollback()
         seq = inserted[0]
-        changes = rate(match, {pid: s[0] for pid, s in state.items()}, policy)
+        changes = rate(match, players, policy)
         occurred_at = datetime.now(UTC)
         player_rows, history_rows, outbox_rows = [], [], []
         for change in changes:
@@ -176,6 +186,7 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
                     "draw": change.result == "draw",
                     "loss": change.result == "loss",
                     "finished_at": finished_at,
+                    "season": match.season,
                     "ladder": ladder,
                     "player_id": change.player_id,
                 }
@@ -211,6 +222,7 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
                    losses = losses + %(loss)s::int,
                    peak_rating = greatest(peak_rating, %(rating)s),
                    last_finished_at = greatest(last_finished_at, %(finished_at)s),
+                   season = coalesce(%(season)s, season),
                    updated_at = now()
              WHERE ladder = %(ladder)s AND player_id = %(player_id)s
             """,
