@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from engine.k_factor import ConstantK
 from engine.model import Match
 from engine.policy import RatingPolicy, Rounding
-from engine.rating import BASE_SCORES
-from engine.replay import Standing
+from engine.rating import BASE_SCORES, rate
+from engine.replay import Standing, replay_changes
 
 CACHE_LIMIT = 65_536
 """Entries per memo (adjusted scores, K by rating) before it is cleared."""
@@ -41,7 +41,7 @@ class Replayer:
     read :meth:`standings`. ``Replayer(policy).feed(m).standings() == engine.replay.replay(m, policy)``.
     """
 
-    __slots__ = ("policy", "matches", "_state", "_k_cache", "_adj_cache")
+    __slots__ = ("policy", "matches", "_state", "_k_cache", "_adj_cache", "_standings")
 
     def __init__(self, policy: RatingPolicy) -> None:
         self.policy = policy
@@ -50,13 +50,22 @@ class Replayer:
         self._state: dict[str, list] = {}
         self._k_cache: dict[float, float] = {}
         self._adj_cache: dict[tuple, float] = {}
+        # Policies beyond the fast path (seasons, FIDE K, floors, caps, home advantage, margins,
+        # half-away rounding...) fold with engine.replay.replay_changes into full standings.
+        fast = policy.is_basic and policy.rounding in (Rounding.NONE, Rounding.HALF_EVEN)
+        self._standings: dict[str, Standing] | None = None if fast else {}
 
     def standings(self) -> dict[str, Standing]:
-        """Player id to :class:`engine.replay.Standing` (rating, games played), as replay gives."""
+        """Player id to :class:`engine.replay.Standing`: rating and games played as replay gives
+        (the other counts are filled only for policies beyond the fast path)."""
+        if self._standings is not None:
+            return self._standings
         return {pid: Standing(s[0], s[1]) for pid, s in self._state.items()}
 
     def ratings(self) -> dict[str, tuple[float, int]]:
         """Player id to ``(rating, games played)``: the form ``verify`` compares with stored rows."""
+        if self._standings is not None:
+            return {pid: (s.rating, s.games_played) for pid, s in self._standings.items()}
         return {pid: (s[0], s[1]) for pid, s in self._state.items()}
 
     # -- the per-player pure functions, memoised
@@ -86,6 +95,12 @@ class Replayer:
 
     def feed(self, matches: Iterable[Match]) -> "Replayer":
         """Apply ``matches`` in the order given; return ``self``."""
+        if self._standings is not None:
+            n = 0
+            for _ in replay_changes(matches, self.policy, self._standings):
+                n += 1
+            self.matches += n
+            return self
         policy = self.policy
         state = self._state
         get = state.get
@@ -102,6 +117,9 @@ class Replayer:
         n = 0
         for match in matches:
             n += 1
+            if match.__class__ is not Match:
+                self._free_for_all(match)
+                continue
             side_a = match.side_a
             side_b = match.side_b
             if len(side_a) != 1 or len(side_b) != 1:
@@ -160,6 +178,18 @@ class Replayer:
                 sb[1] += 1
         self.matches += n
         return self
+
+    def _free_for_all(self, match) -> None:
+        """A match of more than two sides: :func:`engine.rate` itself (K by rating only here)."""
+        state = self._state
+        ratings = {pid: state[pid][0] for pid in match.player_ids() if pid in state}
+        for change in rate(match, ratings, self.policy):
+            s = state.get(change.player_id)
+            if s is None:
+                state[change.player_id] = [change.rating_after, 1]
+            else:
+                s[0] = change.rating_after
+                s[1] += 1
 
     def _general(self, match: Match) -> None:
         """Any match: the steps of :func:`engine.rate`, then the updates in its order."""

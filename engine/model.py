@@ -6,8 +6,9 @@ boundary, so the engine never sees pydantic, SQL or Celery.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 
 class Outcome(str, Enum):
@@ -68,6 +69,26 @@ class Match:
 
 
 @dataclass(frozen=True, slots=True)
+class FreeForAll:
+    """A finished match of three or more sides ranked by placement, rated pairwise.
+
+    ``sides`` holds each side's participants; ``placements[i]`` is side i's rank (1 = best;
+    equal placements are a draw between those sides); ``season`` as for :class:`Match`.
+    """
+
+    match_id: str
+    sides: tuple[tuple[Participant, ...], ...]
+    placements: tuple[int, ...]
+    season: str | None = None
+    home = None
+    scores = None
+
+    def player_ids(self) -> tuple[str, ...]:
+        """Every player id of the match, side by side, in the order given."""
+        return tuple(p.player_id for side in self.sides for p in side)
+
+
+@dataclass(frozen=True, slots=True)
 class PlayerState:
     """What a policy may need to know about a player before a match.
 
@@ -82,15 +103,18 @@ class PlayerState:
     season: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RatingChange:
-    """The effect of one match on one player.
+class RatingChange(NamedTuple):
+    """The effect of one match on one player (an immutable named tuple: cheap to build, which the
+    engine's speed target needs).
 
     Ratings are in rating points; ``expected_score`` and ``actual_score`` are in [0, 1]
-    (``actual_score`` after any performance adjustment); ``k_factor`` in rating points per unit
-    of score (after any margin-of-victory multiplier); ``result`` is ``"win"``, ``"draw"`` or
-    ``"loss"`` for this player's side. ``rating_before`` is the rating the match was rated from
-    (after any season regression).
+    (``actual_score`` after any performance adjustment; in a match of more than two sides, the
+    means over the pairings); ``k_factor`` in rating points per unit of score (after any
+    margin-of-victory multiplier or free-for-all division), so that
+    ``rating_after = round(rating_before + k_factor * (actual_score - expected_score))`` up to the
+    floor; ``result`` is ``"win"``, ``"draw"`` or ``"loss"`` for this player's side (in a
+    free-for-all: by the mean pairwise score, above, at or below one half). ``rating_before`` is
+    the rating the match was rated from (after any season regression).
     """
 
     player_id: str
@@ -99,7 +123,7 @@ class RatingChange:
     expected_score: float
     actual_score: float
     k_factor: float
-    result: str = field(default="win")
+    result: str = "win"
     floor_points: float = 0.0
     """Rating points the policy's rating floor added (0 when the floor was not hit)."""
     capped: bool = False

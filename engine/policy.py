@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
+from types import MappingProxyType
 
-from engine.k_factor import BandedK, ConstantK
+from engine.k_factor import BandedK, ConstantK, KFactor
 from engine.sedma import SedmaAdjustment
+
+_EMPTY: Mapping = MappingProxyType({})
 
 
 class Rounding(str, Enum):
@@ -16,28 +21,136 @@ class Rounding(str, Enum):
     """Stored exactly (a double)."""
     HALF_EVEN = "half_even"
     """To an integer, half to even (C# ``Math.Round``, the Sedma seed)."""
+    HALF_AWAY = "half_away"
+    """To an integer, half away from zero (``MidpointRounding.AwayFromZero``; 1234.5 → 1235)."""
+
+
+class TeamRating(str, Enum):
+    """How a side of several players is reduced to one rating for the expected score."""
+
+    MEAN = "mean"
+    SUM = "sum"
+
+
+@dataclass(frozen=True, slots=True)
+class MarginOfVictory:
+    """FiveThirtyEight's NFL margin-of-victory multiplier of K (Silver, "Introducing NFL Elo
+    Ratings", 2014; ``forecast.py`` of github.com/fivethirtyeight/nfl-elo-game):
+
+    ``ln(max(|margin|, 1) + 1) × base / X``, with X = ``draw_divisor`` (1.0) for a draw and
+    otherwise X = ``autocorrelation`` (0.001) × the winner's rating difference (home advantage
+    included) + ``base`` (2.2). The multiplier is ≥ 0 and unitless.
+    """
+
+    base: float = 2.2
+    autocorrelation: float = 0.001
+    draw_divisor: float = 1.0
+
+    def multiplier(self, margin: float, winner_difference: float | None) -> float:
+        """The multiplier for a match won by ``margin`` points (``winner_difference`` in rating
+        points from the winner's side, or ``None`` for a draw)."""
+        divisor = self.draw_divisor if winner_difference is None else (
+            winner_difference * self.autocorrelation + self.base
+        )
+        return math.log(max(abs(margin), 1) + 1.0) * (self.base / divisor)
+
+
+@dataclass(frozen=True, slots=True)
+class SeasonRegression:
+    """Regression toward ``mean`` when a player plays the first match of a new season.
+
+    The player's rating becomes ``rating × (1 − weight) + weight × mean`` (FiveThirtyEight NFL:
+    mean 1505, weight 1/3). ``overrides`` maps ``(player_id, season)`` to a rating set instead of
+    the regression (operators' fixes; FiveThirtyEight's hand-set team-seasons). A player's first
+    season is never regressed.
+    """
+
+    mean: float
+    weight: float
+    overrides: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+    def start_of_season(self, player_id: str, season: str, rating: float) -> float:
+        """The rating ``player_id`` starts ``season`` with, from ``rating`` at the end of the last."""
+        fixed = self.overrides.get((player_id, season))
+        if fixed is not None:
+            return fixed
+        return rating * (1 - self.weight) + self.weight * self.mean
 
 
 @dataclass(frozen=True, slots=True)
 class RatingPolicy:
     """Parameters of an Elo-family rating policy.
 
-    ``k_factor``: a K-factor policy (:mod:`engine.k_factor`); ``initial_rating``: rating of a
-    player's first match, in rating points; ``scale``: logistic scale in rating points (400);
-    ``rounding``: applied to each new rating; ``performance``: the Sedma adjustment of the actual
-    score, or ``None`` for classic Elo (win 1 / draw 0.5 / loss 0).
+    * ``k_factor``: a K-factor policy (:mod:`engine.k_factor`), called with the player's rating,
+      games played and peak rating before the match;
+    * ``initial_rating``: rating of a player's first match (rating points); ``initial_ratings``
+      overrides it per player id;
+    * ``scale``: logistic scale in rating points (400);
+    * ``rounding``: applied to each new rating; ``floor``: ratings never go below it (the points
+      it adds are reported in :attr:`engine.model.RatingChange.floor_points`);
+    * ``difference_cap``: the rating difference used for the expected score is clamped to
+      ±cap (FIDE's 400-point rule), or ``None``;
+    * ``home_advantage``: rating points added to the home side's rating for the expected score
+      (the match says which side, if any, is at home);
+    * ``margin_of_victory``: a K multiplier from the score margin, or ``None``;
+    * ``season``: regression toward a mean at the start of a season, or ``None``;
+    * ``performance``: the Sedma adjustment of the actual score, or ``None`` (win 1 / draw 0.5 /
+      loss 0);
+    * ``team_rating``: a side's rating is the mean or the sum of its players'; ``uneven_sides``:
+      whether sides of different sizes are rated (otherwise :class:`engine.rating.UnratableMatch`);
+    * ``free_for_all_divide``: in a match of more than two sides (rated pairwise), whether K is
+      divided by the number of opponents' sides (n − 1), so that a player's change stays on the
+      scale of one two-sided match;
+    * ``version``: content hash of the configuration the policy was read from.
     """
 
-    k_factor: ConstantK | BandedK
+    k_factor: KFactor
     initial_rating: float = 1200.0
     scale: float = 400.0
     rounding: Rounding = Rounding.NONE
     performance: SedmaAdjustment | None = None
+    floor: float | None = None
+    difference_cap: float | None = None
+    home_advantage: float = 0.0
+    margin_of_victory: MarginOfVictory | None = None
+    season: SeasonRegression | None = None
+    initial_ratings: Mapping[str, float] = field(default_factory=dict)
+    team_rating: TeamRating = TeamRating.MEAN
+    uneven_sides: bool = True
+    free_for_all_divide: bool = True
     version: str = ""
-    """Content hash of the configuration the policy was read from (empty when built in code)."""
 
     def round(self, rating: float) -> float:
         """``rating`` rounded as this policy says (still a ``float``)."""
         if self.rounding is Rounding.HALF_EVEN:
             return float(round(rating))
+        if self.rounding is Rounding.HALF_AWAY:
+            whole = math.floor(abs(rating))
+            if abs(rating) - whole >= 0.5:
+                whole += 1
+            return math.copysign(float(whole), rating)
         return rating
+
+    def initial_for(self, player_id: str) -> float:
+        """The rating ``player_id`` starts with (rating points)."""
+        return self.initial_ratings.get(player_id, self.initial_rating)
+
+    is_basic: bool = field(init=False, repr=False, compare=False)
+    """True when only K (by rating), scale, rounding, performance and the mean of a side are in
+    play: the policies the fast paths of :func:`engine.rate` and :mod:`engine.fast_replay` handle."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_basic", self._basic())
+
+    def _basic(self) -> bool:
+        return (
+            self.floor is None
+            and self.difference_cap is None
+            and self.home_advantage == 0.0
+            and self.margin_of_victory is None
+            and self.season is None
+            and not self.initial_ratings
+            and self.team_rating is TeamRating.MEAN
+            and self.uneven_sides
+            and isinstance(self.k_factor, (ConstantK, BandedK))
+        )

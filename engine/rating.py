@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.elo import DRAW, LOSS, WIN, expected_score, update
-from engine.model import Match, Outcome, PlayerState, RatingChange
-from engine.policy import RatingPolicy
-from engine.teams import side_rating
+from engine.elo import DRAW, LOSS, WIN
+from engine.model import FreeForAll, Match, Outcome, PlayerState, RatingChange
+from engine.policy import RatingPolicy, Rounding, TeamRating
 
 BASE_SCORES = {
     # Actual scores (side A, side B) before any performance adjustment: win 1, draw 0.5, loss 0.
@@ -15,58 +14,219 @@ BASE_SCORES = {
     Outcome.SIDE_B_WON: (LOSS, WIN),
     Outcome.DRAW: (DRAW, DRAW),
 }
+_PLACEMENTS = {Outcome.SIDE_A_WON: (1, 2), Outcome.SIDE_B_WON: (2, 1), Outcome.DRAW: (1, 1)}
 _RESULT = {WIN: "win", DRAW: "draw", LOSS: "loss"}
+_HOME_INDEX = {"side_a": 0, "side_b": 1}
 
 
-def _rating(state: float | PlayerState | None, policy: RatingPolicy) -> float:
-    if state is None:
-        return policy.initial_rating
-    if isinstance(state, PlayerState):
-        return state.rating
-    return state
+class UnratableMatch(ValueError):
+    """The policy cannot rate this match (e.g. uneven sides where the policy rejects them, or a
+    margin-of-victory policy given a match without a score). ``reason_code`` is the dead-letter
+    reason: ``uneven_sides``, ``missing_score``, ``too_few_sides`` or ``unsupported_match``."""
+
+    def __init__(self, reason_code: str, detail: str) -> None:
+        super().__init__(f"{reason_code}: {detail}")
+        self.reason_code = reason_code
+        self.detail = detail
 
 
-def rate(match: Match, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy) -> tuple[RatingChange, ...]:
-    """Rating changes of every player of ``match``, side A's players first, in match order.
+def rate(
+    match: Match | FreeForAll, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy
+) -> tuple[RatingChange, ...]:
+    """Rating changes of every player of ``match``, side by side (side A first), in match order.
 
     ``ratings`` maps player id to current rating (rating points) or to a
     :class:`engine.model.PlayerState` (rating, games played, peak, season); a player absent from it
-    starts at ``policy.initial_rating``. For each player:
+    starts at the policy's initial rating for that player. For each player:
 
-    * expected score E = 1 / (1 + 10^((R_opp_side − R_own_side) / scale)), where a side's rating
-      is the mean of its players' ratings (:func:`engine.teams.side_rating`);
-    * actual score S = 1 / 0.5 / 0 for a win / draw / loss, then adjusted by the player's own
-      Sedma performance when the policy has one (:class:`engine.sedma.SedmaAdjustment`);
-    * K from the player's own rating before the match; new rating = round(R + K · (S − E)).
+    * at the first match of a new season, the rating is regressed (``policy.season``);
+    * a side's rating is the mean (or sum) of its players' ratings, plus the home advantage for the
+      home side; for each pair of sides, expected score E = 1 / (1 + 10^((R_opp − R_own) / scale)),
+      with R_opp − R_own clamped to ±``difference_cap`` when the policy has one;
+    * actual score S = 1 / 0.5 / 0 for a win / draw / loss against that side (by placement), then
+      adjusted by the player's own Sedma performance when the policy has one
+      (:class:`engine.sedma.SedmaAdjustment`);
+    * K from the player's rating, games played and peak before the match, times the
+      margin-of-victory multiplier; new rating = round(R + K · Σ (S − E)), K divided by the number
+      of opposing sides in a free-for-all; then at least ``policy.floor``.
 
-    For a 1v1 Sedma match this is exactly the seed's ``CalculateNewRatings``. Raises
-    ``ValueError`` if a side is empty.
+    For a 1v1 Sedma match this is exactly the seed's ``CalculateNewRatings``; for a two-sided
+    match under FiveThirtyEight's NFL policy, exactly ``forecast.py``'s update. Raises
+    :class:`UnratableMatch` when the policy cannot rate the match, ``ValueError`` if a side is empty.
     """
-    before_a = [_rating(ratings.get(p.player_id), policy) for p in match.side_a]
-    before_b = [_rating(ratings.get(p.player_id), policy) for p in match.side_b]
-    side_a, side_b = side_rating(before_a), side_rating(before_b)
-    expected_a = expected_score(side_a, side_b, policy.scale)
-    expected_b = expected_score(side_b, side_a, policy.scale)
-    base_a, base_b = BASE_SCORES[match.outcome]
+    if policy.is_basic and match.__class__ is Match:
+        return _rate_basic(match, ratings, policy)
+    return _rate_general(match, ratings, policy)
+
+
+def _rating_of(state: float | PlayerState | None, initial: float) -> float:
+    if state is None:
+        return initial
+    if state.__class__ is PlayerState:
+        return state.rating  # type: ignore[union-attr]
+    return state  # type: ignore[return-value]
+
+
+def _rate_basic(match: Match, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy) -> tuple[RatingChange, ...]:
+    """K by rating only, mean side rating, no home advantage, cap, floor, season or margin."""
+    side_a, side_b = match.side_a, match.side_b
+    initial = policy.initial_rating
+    scale = policy.scale
+    k_factor = policy.k_factor
     adjustment = policy.performance
+    rounding = policy.rounding is not Rounding.NONE
+    base_a, base_b = BASE_SCORES[match.outcome]
+    if len(side_a) == 1 and len(side_b) == 1:
+        pa, pb = side_a[0], side_b[0]
+        ra = _rating_of(ratings.get(pa.player_id), initial)
+        rb = _rating_of(ratings.get(pb.player_id), initial)
+        expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
+        expected_b = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
+        k_a, k_b = k_factor(ra), k_factor(rb)
+        if adjustment is None:
+            actual_a, actual_b = base_a, base_b
+        else:
+            actual_a = adjustment.adjusted_score(base_a, pa.performance)
+            actual_b = adjustment.adjusted_score(base_b, pb.performance)
+        after_a = ra + k_a * (actual_a - expected_a)
+        after_b = rb + k_b * (actual_b - expected_b)
+        if rounding:
+            after_a, after_b = policy.round(after_a), policy.round(after_b)
+        return (
+            RatingChange(pa.player_id, ra, after_a, expected_a, actual_a, k_a, _RESULT[base_a]),
+            RatingChange(pb.player_id, rb, after_b, expected_b, actual_b, k_b, _RESULT[base_b]),
+        )
+    before_a = [_rating_of(ratings.get(p.player_id), initial) for p in side_a]
+    before_b = [_rating_of(ratings.get(p.player_id), initial) for p in side_b]
+    if not before_a or not before_b:
+        raise ValueError("a side needs at least one player")
+    mean_a = before_a[0] if len(before_a) == 1 else sum(before_a) / len(before_a)
+    mean_b = before_b[0] if len(before_b) == 1 else sum(before_b) / len(before_b)
+    expected_a = 1.0 / (1.0 + 10.0 ** ((mean_b - mean_a) / scale))
+    expected_b = 1.0 / (1.0 + 10.0 ** ((mean_a - mean_b) / scale))
     changes: list[RatingChange] = []
     for players, befores, expected, base in (
-        (match.side_a, before_a, expected_a, base_a),
-        (match.side_b, before_b, expected_b, base_b),
+        (side_a, before_a, expected_a, base_a),
+        (side_b, before_b, expected_b, base_b),
     ):
         for participant, before in zip(players, befores):
-            k = policy.k_factor(before)
+            k = k_factor(before)
             actual = base if adjustment is None else adjustment.adjusted_score(base, participant.performance)
-            after = policy.round(update(before, k, actual, expected))
+            after = before + k * (actual - expected)
+            if rounding:
+                after = policy.round(after)
+            changes.append(RatingChange(participant.player_id, before, after, expected, actual, k, _RESULT[base]))
+    return tuple(changes)
+
+
+def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy) -> tuple[RatingChange, ...]:
+    if isinstance(match, FreeForAll):
+        sides, placements = match.sides, match.placements
+        if len(placements) != len(sides):
+            raise UnratableMatch("unsupported_match", f"{len(sides)} sides but {len(placements)} placements")
+    else:
+        sides, placements = (match.side_a, match.side_b), _PLACEMENTS[match.outcome]
+    n = len(sides)
+    if n < 2:
+        raise UnratableMatch("too_few_sides", f"a match needs at least two sides, got {n}")
+    if any(not side for side in sides):
+        raise ValueError("a side needs at least one player")
+    if not policy.uneven_sides and len({len(side) for side in sides}) > 1:
+        raise UnratableMatch(
+            "uneven_sides",
+            f"this ladder's policy rates only sides of equal size; got sizes {[len(s) for s in sides]}",
+        )
+    mov = policy.margin_of_victory
+    if mov is not None:
+        if n != 2:
+            raise UnratableMatch("unsupported_match", "a margin-of-victory policy rates two-sided matches only")
+        if match.scores is None:
+            raise UnratableMatch("missing_score", "this ladder's policy needs the match's score (margin of victory)")
+    season = policy.season
+    # Each player's state before the match (after any season regression).
+    befores: list[list[float]] = []
+    states: list[list[tuple[int, float | None]]] = []
+    for side in sides:
+        side_befores, side_states = [], []
+        for participant in side:
+            pid = participant.player_id
+            state = ratings.get(pid)
+            if state is None:
+                rating, games, peak, last_season = policy.initial_for(pid), 0, None, None
+            elif state.__class__ is PlayerState:
+                rating, games, peak, last_season = state.rating, state.games_played, state.peak_rating, state.season  # type: ignore[union-attr]
+            else:
+                rating, games, peak, last_season = state, 0, None, None  # type: ignore[assignment]
+            if season is not None and match.season is not None and last_season is not None and last_season != match.season:
+                rating = season.start_of_season(pid, match.season, rating)
+            side_befores.append(rating)
+            side_states.append((games, peak))
+        befores.append(side_befores)
+        states.append(side_states)
+    if policy.team_rating is TeamRating.SUM:
+        side_ratings = [sum(b) for b in befores]
+    else:
+        side_ratings = [b[0] if len(b) == 1 else sum(b) / len(b) for b in befores]
+    home = _HOME_INDEX.get(match.home) if match.home is not None else None
+    if home is not None and policy.home_advantage:
+        side_ratings[home] += policy.home_advantage
+    scale, cap = policy.scale, policy.difference_cap
+    # Pairwise expected and base scores, and the margin multiplier.
+    expected = [[0.0] * n for _ in range(n)]
+    capped = [False] * n
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            difference = side_ratings[j] - side_ratings[i]
+            if cap is not None and abs(difference) > cap:
+                difference = cap if difference > 0 else -cap
+                capped[i] = True
+            expected[i][j] = 1.0 / (1.0 + 10.0 ** (difference / scale))
+    multiplier = 1.0
+    if mov is not None:
+        margin = match.scores[0] - match.scores[1]  # type: ignore[index]
+        if placements[0] == placements[1]:
+            winner_difference = None
+        elif placements[0] < placements[1]:
+            winner_difference = side_ratings[0] - side_ratings[1]
+        else:
+            winner_difference = side_ratings[1] - side_ratings[0]
+        multiplier = mov.multiplier(margin, winner_difference)
+    adjustment = policy.performance
+    divisor = (n - 1) if policy.free_for_all_divide else 1
+    changes: list[RatingChange] = []
+    for i, side in enumerate(sides):
+        bases = [WIN if placements[i] < placements[j] else DRAW if placements[i] == placements[j] else LOSS
+                 for j in range(n) if j != i]
+        opponents = [j for j in range(n) if j != i]
+        for participant, before, (games, peak) in zip(side, befores[i], states[i]):
+            k = policy.k_factor(before, games, peak)
+            if adjustment is None:
+                actuals = bases
+            else:
+                actuals = [adjustment.adjusted_score(b, participant.performance) for b in bases]
+            if n == 2:
+                k_effective = k * multiplier if mov is not None else k
+                e, s = expected[i][opponents[0]], actuals[0]
+                after = before + k_effective * (s - e)
+                base_mean = bases[0]
+            else:
+                total = 0.0
+                for j, s in zip(opponents, actuals):
+                    total += s - expected[i][j]
+                after = before + (k / divisor) * total
+                e = sum(expected[i][j] for j in opponents) / (n - 1)
+                s = sum(actuals) / (n - 1)
+                k_effective = k * (n - 1) / divisor
+                base_mean = sum(bases) / (n - 1)
+            after = policy.round(after)
+            floor_points = 0.0
+            if policy.floor is not None and after < policy.floor:
+                floor_points = policy.floor - after
+                after = policy.floor
+            result = "win" if base_mean > 0.5 else "draw" if base_mean == 0.5 else "loss"
             changes.append(
-                RatingChange(
-                    player_id=participant.player_id,
-                    rating_before=before,
-                    rating_after=after,
-                    expected_score=expected,
-                    actual_score=actual,
-                    k_factor=k,
-                    result=_RESULT[base],
-                )
+                RatingChange(participant.player_id, before, after, e, s, k_effective, result, floor_points, capped[i])
             )
     return tuple(changes)

@@ -13,13 +13,15 @@ What the port keeps from the C# code, so that it gives the same integers:
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.elo import expected_score, update
 from engine.k_factor import SEDMA_K
 from engine.model import Performance
 
 _F32 = struct.Struct("f")
+MEMO_LIMIT = 65_536
+"""Entries of a :class:`SedmaAdjustment`'s memo of adjusted scores before it is cleared."""
 
 
 def f32(x: float) -> float:
@@ -48,13 +50,26 @@ class SedmaAdjustment:
     max_malus: float = 0.3
     loser_bonus_share: float = 0.1
     draw_bonus_share: float = 0.5
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def adjusted_score(self, base_score: float, performance: Performance) -> float:
         """Actual score in [0, 1] after the performance adjustment, as a binary32 value.
 
         ``base_score`` is 1 (win), 0.5 (draw) or 0 (loss). Returns
         ``clamp(base + share * bonus - malus, 0, 1)`` with the seed's order of operations.
+        The function is pure, so results are memoised per (base score, performance), at most
+        :data:`MEMO_LIMIT` entries (then the memo is cleared): a cached value is the value.
         """
+        key = (base_score, performance)
+        score = self._memo.get(key)
+        if score is None:
+            memo = self._memo
+            if len(memo) >= MEMO_LIMIT:
+                memo.clear()
+            score = memo[key] = self._adjusted_score(base_score, performance)
+        return score
+
+    def _adjusted_score(self, base_score: float, performance: Performance) -> float:
         bonus = f32(
             f32(
                 min(f32(performance.won_by_16 * f32(self.bonus_per_16)), f32(self.max_bonus_16))

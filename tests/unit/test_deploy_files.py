@@ -813,15 +813,19 @@ def test_pods_are_non_root_and_read_only():
             assert "memory" in resources_["limits"], owner
 
 
-def test_ladders_configmap_is_mounted_and_matches_the_package():
+def test_ladders_configmap_is_mounted_and_matches_the_package(tmp_path):
     """ratings-ladders holds worker/ladders.toml, mounted where RATINGS_LADDERS_FILE points."""
     ladders_file = Path(_config()["RATINGS_LADDERS_FILE"])
     data = _find("ConfigMap", "ratings-ladders")["data"]
-    assert set(data) == {ladders_file.name}
-    assert tomllib.loads(data[ladders_file.name]) == tomllib.loads(DEFAULT_LADDERS_FILE.read_text()), (
-        "deploy/k8s/ladders.toml differs from worker/ladders.toml"
-    )
-    assert load_ladders(K8S / ladders_file.name) == load_ladders(DEFAULT_LADDERS_FILE)
+    assert set(data) == {ladders_file.name, "sedma.toml", "elo.toml"}
+    # The ConfigMap is flat: the policy files sit beside ladders.toml in the mounted folder.
+    for name, text in data.items():
+        (tmp_path / name).write_text(text)
+    mounted = load_ladders(tmp_path / ladders_file.name)
+    assert mounted == load_ladders(DEFAULT_LADDERS_FILE), "deploy/k8s policies differ from worker/ policies"
+    assert {n: p.version for n, p in mounted.items()} == {
+        n: p.version for n, p in load_ladders(DEFAULT_LADDERS_FILE).items()
+    }
     for owner in ("ratings-worker", "ratings-relay"):
         spec, container = _pod_specs()[owner], _container(owner)
         volume = next(v for v in spec["volumes"] if v.get("configMap", {}).get("name") == "ratings-ladders")
