@@ -2,15 +2,16 @@
 
 from engine.elo import expected_score
 from engine.k_factor import SEDMA_K, BandedK, ConstantK
-from engine.model import Match, Outcome, Participant, Performance, PlayerState, RatingChange
+from engine.model import FreeForAll, Match, Outcome, Participant, Performance, PlayerState, RatingChange
 from engine.policy import RatingPolicy, Rounding
-from engine.rating import rate
+from engine.rating import UnratableMatch, rate
 from engine.sedma import SedmaAdjustment, calculate_new_ratings
 
 __all__ = [
     "SEDMA_K",
     "BandedK",
     "ConstantK",
+    "FreeForAll",
     "Match",
     "Outcome",
     "Participant",
@@ -20,6 +21,7 @@ __all__ = [
     "RatingPolicy",
     "Rounding",
     "SedmaAdjustment",
+    "UnratableMatch",
     "calculate_new_ratings",
     "expected_score",
     "rate",

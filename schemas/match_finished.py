@@ -47,6 +47,7 @@ MAX_MESSAGE_BYTES = 64 * 1024
 """Largest accepted message, in bytes of UTF-8 JSON text."""
 
 MAX_PLAYERS_PER_SIDE = 8
+MAX_SIDES = 16
 MAX_STAT_COUNT = 1000
 EARLIEST_FINISHED_AT = datetime(1800, 1, 1, tzinfo=timezone.utc)
 MAX_CLOCK_SKEW = timedelta(days=1)
@@ -120,6 +121,29 @@ class Side(BaseModel):
     )
 
 
+class PlacedSide(Side):
+    """One side of a match of three or more sides: its players and its ``placement``.
+
+    ``placement`` is the side's rank, 1 = best; sides with the same placement drew with each other.
+    """
+
+    placement: int = Field(strict=True, ge=1, le=MAX_SIDES, description="Rank of this side, 1 = best (1..16); equal ranks drew.")
+
+
+class Score(BaseModel):
+    """Points scored by each side (goals, points...), for margin-of-victory policies."""
+
+    model_config = _CONFIG
+
+    side_a: float = Field(ge=0, le=1e6, allow_inf_nan=False, description="Points of side A (>= 0).")
+    side_b: float = Field(ge=0, le=1e6, allow_inf_nan=False, description="Points of side B (>= 0).")
+
+
+OPTIONAL_CONTEXT = ("home", "score", "season", "sides", "side_a", "side_b", "outcome")
+"""Fields left out of the canonical JSON when null, so that v1 messages without them keep the
+canonical form (and payload hash) they had before these fields existed."""
+
+
 def _schema_version_is_an_int(value: Any) -> Any:
     # Literal[1] on its own would accept True and 1.0 (they compare equal to 1).
     if type(value) is not int:
@@ -139,7 +163,14 @@ class MatchFinished(BaseModel):
          "finished_at": "2024-05-01T18:30:00Z",
          "side_a": {"players": [{"player_id": str, "stats": {...} | null}, ...]},
          "side_b": {"players": [...]},
-         "outcome": "side_a_won" | "side_b_won" | "draw"}
+         "outcome": "side_a_won" | "side_b_won" | "draw",
+         "home": "side_a" | "side_b",                 # optional: home advantage
+         "score": {"side_a": 3, "side_b": 1},        # optional: margin of victory
+         "season": "2024"}                           # optional: season regression
+
+    A match of three or more sides (free-for-all) sends ``"sides": [{"players": [...],
+    "placement": 1}, ...]`` (3 to 16 sides, placement 1 = best, equal placements drew) instead of
+    ``side_a``, ``side_b``, ``outcome``, ``home`` and ``score``.
 
     Constraints: no other keys; ids are 1 to 128 characters without control or invisible
     characters; the ladder name matches ``^[a-z0-9][a-z0-9_.-]*$`` (1 to 64 characters);
@@ -169,10 +200,27 @@ class MatchFinished(BaseModel):
             "most one day in the future."
         )
     )
-    side_a: Side
-    side_b: Side
-    outcome: Literal["side_a_won", "side_b_won", "draw"] = Field(
-        description="Which side won, or a draw."
+    side_a: Side | None = Field(default=None, description="First side (two-sided match).")
+    side_b: Side | None = Field(default=None, description="Second side (two-sided match).")
+    outcome: Literal["side_a_won", "side_b_won", "draw"] | None = Field(
+        default=None, description="Which side won, or a draw (two-sided match)."
+    )
+    sides: list[PlacedSide] | None = Field(
+        default=None,
+        min_length=3,
+        max_length=MAX_SIDES,
+        description=(
+            "Instead of side_a, side_b and outcome: the 3 to 16 sides of a free-for-all match, each "
+            "with its placement (rated pairwise)."
+        ),
+    )
+    home: Literal["side_a", "side_b"] | None = Field(
+        default=None, description="The side playing at home (home advantage), or omitted on neutral ground."
+    )
+    score: Score | None = Field(default=None, description="Points scored by each side (margin of victory); optional.")
+    season: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")] | None = Field(
+        default=None,
+        description="The season the match belongs to (e.g. \"2024\" or \"2024-spring\"), for season regression; optional.",
     )
 
     @field_validator("finished_at", mode="before")
@@ -211,9 +259,34 @@ class MatchFinished(BaseModel):
         return value.astimezone(timezone.utc)  # safe: the range check keeps it far from year 1 and 9999
 
     @model_validator(mode="after")
+    def _one_form(self) -> MatchFinished:
+        two_sided = [name for name in ("side_a", "side_b", "outcome") if getattr(self, name) is not None]
+        if self.sides is not None:
+            if two_sided or self.home is not None or self.score is not None:
+                raise PydanticCustomError(
+                    "two_forms",
+                    "A free-for-all match (sides) has no side_a, side_b, outcome, home or score; got {fields}",
+                    {"fields": ", ".join(two_sided + [n for n in ("home", "score") if getattr(self, n) is not None])},
+                )
+        elif len(two_sided) != 3:
+            missing = [name for name in ("side_a", "side_b", "outcome") if getattr(self, name) is None]
+            raise PydanticCustomError(
+                "missing",
+                "Field required: {fields} (or `sides` with placements for a match of three or more sides)",
+                {"fields": ", ".join(missing)},
+            )
+        return self
+
+    def all_sides(self) -> list[tuple[str, Side]]:
+        """``(name, side)`` of every side: ``side_a``/``side_b``, or ``sides[i]``."""
+        if self.sides is not None:
+            return [(f"sides[{i}]", side) for i, side in enumerate(self.sides)]
+        return [("side_a", self.side_a), ("side_b", self.side_b)]  # type: ignore[list-item]
+
+    @model_validator(mode="after")
     def _no_player_twice(self) -> MatchFinished:
         seen: dict[str, str] = {}
-        for side_name, side in (("side_a", self.side_a), ("side_b", self.side_b)):
+        for side_name, side in self.all_sides():
             for index, player in enumerate(side.players):
                 where = f"{side_name}.players[{index}]"
                 first = seen.setdefault(player.player_id, where)
@@ -244,6 +317,9 @@ class MatchFinished(BaseModel):
             # Validation already converts to UTC; this covers instances made with model_construct.
             model = self.model_copy(update={"finished_at": self.finished_at.astimezone(timezone.utc)})
         data = model.model_dump(mode="json")
+        for name in OPTIONAL_CONTEXT:
+            if data.get(name) is None:
+                data.pop(name, None)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return text.encode("utf-8")
 
@@ -279,6 +355,7 @@ REASON_CODES: tuple[str, ...] = (
     "count_out_of_range",
     "invalid_outcome",
     "duplicate_player",
+    "mixed_forms",
     "schema_violation",
 )
 """Every reason code :func:`parse_match_finished` can give, in priority order."""
@@ -309,6 +386,7 @@ _REASONS: dict[tuple[str, str], str] = {
     ("*", "int_type"): "wrong_type",
     ("*", "timestamp_type"): "wrong_type",
     ("*", "duplicate_player"): "duplicate_player",
+    ("*", "two_forms"): "mixed_forms",
     ("schema_version", "literal_error"): "unsupported_schema_version",
     ("id", "string_too_short"): "invalid_id",
     ("id", "string_too_long"): "invalid_id",
@@ -350,6 +428,7 @@ _HINTS = {
     "count_out_of_range": f"stats counts are integers from 0 to {MAX_STAT_COUNT}",
     "invalid_outcome": 'outcome is one of "side_a_won", "side_b_won", "draw"',
     "duplicate_player": "each player may appear once in a match, on one side only",
+    "mixed_forms": "send either side_a, side_b and outcome (two sides) or sides with placements (three or more), not both",
     "schema_violation": "see schemas/json/match_finished.v1.json",
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine import Match, Outcome, Participant, Performance
+from engine import FreeForAll, Match, Outcome, Participant, Performance
 
 _NO_STATS = Performance()
 
@@ -25,15 +25,28 @@ def _participant(player: Mapping[str, Any]) -> Participant:
     )
 
 
-def to_engine_match(payload: Mapping[str, Any]) -> Match:
-    """An :class:`engine.Match` from a validated MatchFinished v1 payload (a JSON mapping).
+def to_engine_match(payload: Mapping[str, Any]) -> Match | FreeForAll:
+    """An :class:`engine.Match` (or :class:`engine.FreeForAll` for ``sides``) from a validated
+    MatchFinished v1 payload (a JSON mapping), with its optional ``home``, ``score`` and ``season``.
 
     Used both when a match is applied and when the ledger is replayed, so both see the same match.
     Raises ``KeyError`` if a required key is missing (the payload was not validated).
     """
+    season = payload.get("season")
+    if payload.get("sides") is not None:
+        return FreeForAll(
+            match_id=payload["match_id"],
+            sides=tuple(tuple(_participant(p) for p in side["players"]) for side in payload["sides"]),
+            placements=tuple(side["placement"] for side in payload["sides"]),
+            season=season,
+        )
+    score = payload.get("score")
     return Match(
         match_id=payload["match_id"],
         side_a=tuple(_participant(p) for p in payload["side_a"]["players"]),
         side_b=tuple(_participant(p) for p in payload["side_b"]["players"]),
         outcome=Outcome(payload["outcome"]),
+        home=payload.get("home"),
+        scores=None if score is None else (score["side_a"], score["side_b"]),
+        season=season,
     )

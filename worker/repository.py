@@ -137,11 +137,11 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
         cur.execute(
             """
             INSERT INTO players (ladder, player_id, rating, peak_rating)
-            SELECT %(ladder)s, p, %(initial)s, %(initial)s
-              FROM unnest(%(players)s::text[]) AS p ORDER BY p COLLATE "C"
+            SELECT %(ladder)s, t.p, t.i, t.i
+              FROM unnest(%(players)s::text[], %(initials)s::float8[]) AS t(p, i) ORDER BY t.p COLLATE "C"
             ON CONFLICT (ladder, player_id) DO NOTHING
             """,
-            {"ladder": ladder, "players": player_ids, "initial": policy.initial_rating},
+            {"ladder": ladder, "players": player_ids, "initials": [policy.initial_for(p) for p in player_ids]},
         )
         lock_started = time.perf_counter()
         rows = cur.execute(

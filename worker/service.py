@@ -16,7 +16,7 @@ import stamina
 from celery.exceptions import SoftTimeLimitExceeded
 from psycopg_pool import ConnectionPool
 
-from engine import RatingPolicy
+from engine import RatingPolicy, UnratableMatch
 from schemas import InvalidMessage, parse_match_finished
 from worker import repository
 from worker.faults import FaultInjector
@@ -159,6 +159,8 @@ class RatingService:
                     )
         except (*TRANSIENT_ERRORS, SoftTimeLimitExceeded):
             raise
+        except UnratableMatch as exc:  # valid message, but this ladder's policy cannot rate it
+            return self.dead_letter(exc.reason_code, exc.detail, raw, match.match_id, task_id)
         except Exception as exc:  # a permanent error: keep the message, never retry it
             return self.dead_letter(
                 "internal_error",

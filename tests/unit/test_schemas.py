@@ -211,6 +211,11 @@ BAD_INPUTS = [
     pytest.param(message(match_id=""), "invalid_id", id="empty match id"),
     pytest.param(message(outcome="side_c_won"), "invalid_outcome", id="bad outcome"),
     pytest.param(b'{"ladder": "a", "ladder": "b"}', "schema_violation", id="repeated key"),
+    pytest.param(
+        message(sides=[{"placement": i + 1, **players(f"f{i}")} for i in range(3)]), "mixed_forms",
+        id="sides and side_a together",
+    ),
+    pytest.param(without("outcome"), "missing_field", id="two-sided match without outcome"),
 ]
 
 
@@ -271,7 +276,7 @@ def test_the_match_id_is_reported_only_when_it_can_be_read() -> None:
     ("raw", "reason_code"),
     [
         pytest.param(message(schema_version=2, referee="x", ladder="Bad"), "unsupported_schema_version", id="version first"),
-        pytest.param({**without("outcome"), "winner": "a"}, "unknown_field", id="unknown before missing"),
+        pytest.param({**without("ladder"), "winner": "a"}, "unknown_field", id="unknown before missing"),
         pytest.param({**without("ladder"), "match_id": 7}, "missing_field", id="missing before wrong type"),
         pytest.param(message(match_id=7, ladder="Bad"), "wrong_type", id="wrong type before invalid ladder"),
         pytest.param(message(ladder="Bad", finished_at="2024-05-01"), "invalid_ladder", id="ladder before timestamp"),
@@ -561,3 +566,63 @@ def test_a_valid_message_with_one_field_replaced_by_any_json_never_crashes(path:
 def test_arbitrary_bytes_only_ever_give_a_match_or_invalid_message(raw: bytes) -> None:
     """Random bytes are rejected with an InvalidMessage, never another exception."""
     assert_parses_or_raises_invalid_message(raw)
+
+
+# --------------------------------------------------------------------------------------------
+# Optional context (home, score, season) and free-for-all matches
+# --------------------------------------------------------------------------------------------
+
+
+def test_home_score_and_season_are_read() -> None:
+    match = parse_match_finished(message(home="side_b", score={"side_a": 1, "side_b": 3}, season="2024"))
+    assert (match.home, match.score.side_a, match.score.side_b, match.season) == ("side_b", 1.0, 3.0, "2024")
+
+
+def test_a_message_without_the_optional_fields_keeps_its_canonical_form() -> None:
+    """The optional fields are left out of the canonical JSON when absent, so the payload hash of a
+    message sent before they existed does not change. The expected form is written out here."""
+    body = message(side_a={"players": [{"player_id": "alice"}]}, side_b={"players": [{"player_id": "bob"}]})
+    expected = {
+        "finished_at": body["finished_at"].replace("+00:00", "Z"),
+        "ladder": body["ladder"],
+        "match_id": body["match_id"],
+        "outcome": body["outcome"],
+        "schema_version": 1,
+        "side_a": {"players": [{"player_id": "alice", "stats": None}]},
+        "side_b": {"players": [{"player_id": "bob", "stats": None}]},
+    }
+    match = parse_match_finished(body)
+    text = json.dumps(expected, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert match.canonical_json() == text.encode()
+
+
+def test_a_free_for_all_match_is_valid_and_canonical() -> None:
+    body = without("outcome")
+    del body["side_a"], body["side_b"]
+    body["sides"] = [{"placement": p, **players(pid)} for p, pid in ((2, "b"), (1, "a"), (2, "c"))]
+    match = parse_match_finished(body)
+    assert [s.placement for s in match.sides] == [2, 1, 2]
+    assert b'"side_a"' not in match.canonical_json() and b'"outcome"' not in match.canonical_json()
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason_code"),
+    [
+        ({"home": "side_c"}, "schema_violation"),
+        ({"score": {"side_a": -1, "side_b": 0}}, "schema_violation"),
+        ({"season": ""}, "schema_violation"),
+    ],
+)
+def test_bad_optional_context_is_refused(changes, reason_code) -> None:
+    with pytest.raises(InvalidMessage) as info:
+        parse_match_finished(message(**changes))
+    assert info.value.reason_code == reason_code
+
+
+def test_a_player_twice_across_free_for_all_sides_is_refused() -> None:
+    body = without("outcome")
+    del body["side_a"], body["side_b"]
+    body["sides"] = [{"placement": 1, **players("a")}, {"placement": 2, **players("b")}, {"placement": 3, **players("a")}]
+    with pytest.raises(InvalidMessage) as info:
+        parse_match_finished(body)
+    assert info.value.reason_code == "duplicate_player"
