@@ -47,7 +47,7 @@ def _policies():
     try:
         return load_ladders(get_settings().ladders_file)
     except LadderConfigError as exc:
-        err.print(f"[red]ladders file error[/red]: {exc}")
+        err.print(f"ladders file error: {exc}", markup=False)
         raise typer.Exit(2) from exc
 
 
@@ -244,6 +244,11 @@ def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: 
 
 dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.", invoke_without_command=True)
 app.add_typer(dead_letters_app, name="dead-letters")
+
+from worker.cli_policy import check_published_command, policy_app  # noqa: E402
+
+app.add_typer(policy_app, name="policy")
+app.command("check-published")(check_published_command)
 
 
 def _who(by: str | None) -> str:

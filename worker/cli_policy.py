@@ -1,0 +1,165 @@
+"""``ratings policy show|diff`` and ``ratings check-published`` (registered by :mod:`worker.cli`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from worker.settings import get_settings
+
+policy_app = typer.Typer(help="Rating policies: what is active, its version, what changed.", no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+
+def _ladder_policies():
+    from worker.ladders import LadderConfigError, load_ladder_policies
+
+    try:
+        return load_ladder_policies(get_settings().ladders_file)
+    except LadderConfigError as exc:
+        err.print(f"policy error: {exc}", markup=False)
+        raise typer.Exit(2) from exc
+
+
+def _without_nulls(content: Any) -> Any:
+    if isinstance(content, dict):
+        return {k: _without_nulls(v) for k, v in content.items() if v is not None}
+    return content
+
+
+def _ledger_versions(ladder: str) -> list[tuple[str | None, int]] | None:
+    """``(policy_version, matches)`` for ``ladder`` from the ledger, or ``None`` without a database."""
+    url = get_settings().database_url
+    if not url:
+        return None
+    import psycopg
+
+    try:
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            return conn.execute(
+                "SELECT policy_version, count(*) FROM ledger WHERE ladder = %s GROUP BY 1 ORDER BY min(seq)",
+                (ladder,),
+            ).fetchall()
+    except psycopg.Error:
+        return None
+
+
+@policy_app.command("show")
+def show(
+    ladder: Annotated[Optional[str], typer.Option(help="Only this ladder (default: every configured ladder).")] = None,
+    file: Annotated[Optional[Path], typer.Option(help="Show a policy file instead of the configured ladders.")] = None,
+) -> None:
+    """Print the active policy of each ladder: its version (content hash), source file and every
+    setting with defaults filled in (TOML); with a database configured, matches per policy version."""
+    import tomli_w
+
+    from worker.policy_config import PolicyConfigError, load_policy
+
+    if file is not None:
+        try:
+            loaded = {file.stem: load_policy(file)}
+        except PolicyConfigError as exc:
+            err.print(f"policy error: {exc}", markup=False)
+            raise typer.Exit(2) from exc
+    else:
+        loaded = _ladder_policies()
+        if ladder is not None:
+            if ladder not in loaded:
+                err.print(f"unknown ladder {ladder!r}; configured: {', '.join(sorted(loaded))}")
+                raise typer.Exit(2)
+            loaded = {ladder: loaded[ladder]}
+    for name, item in loaded.items():
+        console.print(f"[bold]{name}[/bold]  version [cyan]{item.version}[/cyan]  from {item.source}")
+        if item.config.description:
+            console.print(f"  {item.config.description}")
+        console.print(tomli_w.dumps(_without_nulls(item.config.canonical())), markup=False, highlight=False)
+        if file is None:
+            versions = _ledger_versions(name)
+            if versions:
+                table = Table("policy version", "matches in the ledger", title=f"{name}: ledger by policy version")
+                for version, count in versions:
+                    table.add_row(version or "(before versions)", f"{count:,}")
+                console.print(table)
+
+
+def _resolve(spec: str):
+    """A policy file path, or ``ladder:NAME`` for a configured ladder's active policy."""
+    from worker.policy_config import PolicyConfigError, load_policy
+
+    if spec.startswith("ladder:"):
+        name = spec.removeprefix("ladder:")
+        loaded = _ladder_policies()
+        if name not in loaded:
+            err.print(f"unknown ladder {name!r}; configured: {', '.join(sorted(loaded))}")
+            raise typer.Exit(2)
+        return loaded[name]
+    try:
+        return load_policy(Path(spec))
+    except PolicyConfigError as exc:
+        err.print(f"policy error: {exc}", markup=False)
+        raise typer.Exit(2) from exc
+
+
+@policy_app.command("diff")
+def diff_command(
+    old: Annotated[str, typer.Argument(help="A policy file, or ladder:NAME for a ladder's active policy.")],
+    new: Annotated[str, typer.Argument(help="A policy file, or ladder:NAME.")],
+    exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 1 when the policies differ (as git diff).")] = False,
+) -> None:
+    """What changed between two policies: every setting that differs, old and new values."""
+    from worker.policy_config import diff
+
+    a, b = _resolve(old), _resolve(new)
+    changes = diff(a.config.canonical(), b.config.canonical())
+    console.print(f"{old} [cyan]{a.version}[/cyan] -> {new} [cyan]{b.version}[/cyan]")
+    if not changes:
+        console.print("no differences: the two policies rate every match the same way")
+        return
+    table = Table("setting", "old", "new")
+    for key, before, after in changes:
+        table.add_row(key, "-" if before is None else repr(before), "-" if after is None else repr(after))
+    console.print(table)
+    if exit_code:
+        raise typer.Exit(1)
+
+
+def check_published_command(
+    policy: Annotated[Path, typer.Argument(help="Policy file, e.g. examples/fivethirtyeight-nfl.toml.")],
+    games: Annotated[Path, typer.Argument(help="Published table, e.g. ../shared/data/nfl-elo/nfl_games.csv.")],
+    rating_tolerance: Annotated[float, typer.Option(help="Largest accepted rating difference (rating points).")] = 0.01,
+    prob_tolerance: Annotated[float, typer.Option(help="Largest accepted win-probability difference.")] = 1e-4,
+) -> None:
+    """Replay a published rating table (FiveThirtyEight's nfl_games.csv layout) under a policy and
+    compare every pre-game rating and win probability; exit 1 when any row is off."""
+    from worker.policy_config import PolicyConfigError, load_policy
+    from worker.published import check_published
+
+    try:
+        loaded = load_policy(policy)
+    except PolicyConfigError as exc:
+        err.print(f"policy error: {exc}", markup=False)
+        raise typer.Exit(2) from exc
+    try:
+        result = check_published(games, loaded.policy, rating_tolerance, prob_tolerance)
+    except (OSError, ValueError) as exc:
+        err.print(f"cannot read {games}: {exc}", markup=False)
+        raise typer.Exit(2) from exc
+    console.print(f"policy {policy} (version {loaded.version}), {result.games:,} games replayed")
+    console.print(
+        f"largest rating difference {result.max_rating_diff:.6f} ({result.worst_rating}); "
+        f"rows over {rating_tolerance}: {result.over_rating_tolerance}"
+    )
+    console.print(
+        f"largest probability difference {result.max_prob_diff:.3g} ({result.worst_prob}); "
+        f"rows over {prob_tolerance:g}: {result.over_prob_tolerance}"
+    )
+    for line in result.first_failures:
+        console.print(f"  {line}", markup=False)
+    if not result.ok():
+        raise typer.Exit(1)
+    console.print("[green]OK[/green]: every published figure reproduced within the tolerances")
