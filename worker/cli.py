@@ -65,6 +65,23 @@ def migrate() -> None:
 
     applied = run(_database_url())
     console.print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
+    _record_policies()
+
+
+def _record_policies() -> None:
+    """Keep each configured ladder's policy content under its version (``policies`` table)."""
+    from worker.ladders import LadderConfigError, load_ladder_policies
+
+    try:
+        loaded = load_ladder_policies(get_settings().ladders_file)
+    except LadderConfigError as exc:
+        err.print(f"ladders file error: {exc}", markup=False)
+        raise typer.Exit(2) from exc
+    try:
+        with psycopg.connect(_database_url(), connect_timeout=10) as conn:
+            repository.record_policies(conn, {name: (lp.version, lp.config.canonical()) for name, lp in loaded.items()})
+    except psycopg.errors.UndefinedTable:
+        err.print("policies not recorded: run `ratings migrate` first")
 
 
 @app.command()
@@ -78,6 +95,7 @@ def worker(
     _database_url()
     _broker_url()
     _policies()  # a broken ladders file stops the worker here, before it takes any message
+    _record_policies()
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before prometheus_client is imported
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ratings-metrics-")
     from worker.celery_app import app as celery_app

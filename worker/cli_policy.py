@@ -88,8 +88,25 @@ def show(
 
 
 def _resolve(spec: str):
-    """A policy file path, or ``ladder:NAME`` for a configured ladder's active policy."""
-    from worker.policy_config import PolicyConfigError, load_policy
+    """A policy file path, ``ladder:NAME`` for a configured ladder's active policy, or
+    ``version:HASH`` for a policy recorded in the database (``policies`` table)."""
+    from worker.policy_config import LoadedPolicy, PolicyConfig, PolicyConfigError, load_policy
+
+    if spec.startswith("version:"):
+        import psycopg
+
+        version = spec.removeprefix("version:")
+        url = get_settings().database_url
+        if not url:
+            err.print("version:HASH needs RATINGS_DATABASE_URL")
+            raise typer.Exit(2)
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            row = conn.execute("SELECT content FROM policies WHERE version = %s LIMIT 1", (version,)).fetchone()
+        if row is None:
+            err.print(f"no policy with version {version!r} in the policies table")
+            raise typer.Exit(2)
+        config = PolicyConfig.model_validate(row[0])
+        return LoadedPolicy(config.build(), config, Path(spec))
 
     if spec.startswith("ladder:"):
         name = spec.removeprefix("ladder:")

@@ -245,6 +245,17 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
     return None
 
 
+def record_policies(conn: psycopg.Connection, policies: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    """Store each ladder's policy content under its version (``{ladder: (version, content)}``);
+    a version already stored is left as it is."""
+    with conn.transaction():
+        for ladder, (version, content) in policies.items():
+            conn.execute(
+                "INSERT INTO policies (version, ladder, content) VALUES (%s, %s, %s) ON CONFLICT (version, ladder) DO NOTHING",
+                (version, ladder, psycopg.types.json.Jsonb(content)),
+            )
+
+
 def insert_dead_letter(
     conn: psycopg.Connection,
     reason_code: str,

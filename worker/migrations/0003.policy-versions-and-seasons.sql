@@ -2,10 +2,11 @@
 -- Policies are versioned configuration: each applied match records the content hash of the
 -- policy it was rated under, and the policy's canonical content is kept once per version.
 CREATE TABLE policies (
-    version     text        PRIMARY KEY,
+    version     text        NOT NULL,
     ladder      text        NOT NULL,
     content     jsonb       NOT NULL,
-    first_used  timestamptz NOT NULL DEFAULT now()
+    first_used  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (version, ladder)
 );
 ALTER TABLE ledger ADD COLUMN policy_version text;
 
