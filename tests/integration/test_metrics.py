@@ -116,11 +116,18 @@ def test_relay_readiness_fails_when_the_broker_is_unreachable_and_when_the_outbo
         import psycopg
 
         with psycopg.connect(env.database_url) as holder:
-            row_id = holder.execute(
-                "INSERT INTO outbox (event_id, payload, created_at) VALUES (gen_random_uuid(), '{}', "
-                "now() - interval '2 minutes') RETURNING id").fetchone()[0]
-            holder.commit()
-            holder.execute("SELECT 1 FROM outbox WHERE id = %s FOR UPDATE", (row_id,))
+            for _ in range(50):  # the active relay may publish the row before we lock it: try again
+                row_id = holder.execute(
+                    "INSERT INTO outbox (event_id, payload, created_at) VALUES (gen_random_uuid(), '{}', "
+                    "now() - interval '2 minutes') RETURNING id").fetchone()[0]
+                holder.commit()
+                locked = holder.execute("SELECT published_at IS NULL FROM outbox WHERE id = %s FOR UPDATE",
+                                        (row_id,)).fetchone()[0]
+                if locked:
+                    break
+                holder.execute("DELETE FROM outbox WHERE id = %s", (row_id,))
+                holder.commit()
+            assert locked, "the active relay published the test row every time before it could be locked"
             status, body = get(lagging.ports["lag-relay"], "/readyz")
             assert status == 503 and body["outbox_lag_seconds"] >= 119, body
             holder.execute("DELETE FROM outbox WHERE id = %s", (row_id,))
