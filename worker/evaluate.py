@@ -744,7 +744,9 @@ def _player_axes(ax, report: EvaluationReport) -> None:
     for p in report.policies:
         xs = [datetime.fromisoformat(pt.finished_at) if dated else pt.match_number for pt in p.player_series]
         ax.plot(xs, [pt.rating_after for pt in p.player_series], label=_legend(p), linewidth=1.0)
-    ax.axhline(report.policies[0].initial_rating, color="grey", linewidth=0.8, linestyle="--")
+    initials = {p.initial_rating for p in report.policies}
+    if len(initials) == 1:
+        ax.axhline(initials.pop(), color="grey", linewidth=0.8, linestyle="--")
     ax.set_title(f"Rating of {player} after each of their matches")
     ax.set_xlabel("date of the match" if dated else "match number in the history")
     ax.set_ylabel("rating (rating points)")
