@@ -307,6 +307,46 @@ def describe_policy(policy: RatingPolicy) -> str:
     return " · ".join(parts)
 
 
+class RunningSum:
+    """A sum of floats without rounding error, added one at a time in constant memory.
+
+    Shewchuk's non-overlapping partials ("Adaptive precision floating-point arithmetic", 1997; the
+    ``msum`` recipe that :func:`math.fsum` implements): :attr:`value` is the correctly rounded sum,
+    the same as ``math.fsum`` of every value added, whatever the length of the history.
+    """
+
+    __slots__ = ("partials", "count")
+
+    def __init__(self) -> None:
+        self.partials: list[float] = []
+        self.count = 0
+
+    def add(self, x: float) -> None:
+        """Add ``x``."""
+        i = 0
+        partials = self.partials
+        for y in partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                partials[i] = lo
+                i += 1
+            x = hi
+        partials[i:] = [x]
+        self.count += 1
+
+    @property
+    def value(self) -> float:
+        """The sum so far, correctly rounded."""
+        return math.fsum(self.partials)
+
+    def mean(self) -> float | None:
+        """The mean of the values added, or ``None`` when none was."""
+        return self.value / self.count if self.count else None
+
+
 class PolicyEvaluation:
     """Accumulates one policy's figures while its replay goes on: :meth:`observe` each match in
     order, take a :meth:`snapshot` at the end of each drift period, then :meth:`report`.
@@ -325,8 +365,8 @@ class PolicyEvaluation:
             label=labelled.label, source=labelled.source, version=policy.version,
             description=describe_policy(policy), initial_rating=policy.initial_rating, player=player,
         )
-        self._log_loss: list[float] = []
-        self._brier: list[float] = []
+        self._log_loss = RunningSum()
+        self._brier = RunningSum()
         self._credit = 0.0
         self._ratings: dict[str, float] = {}
         self._last_finished: datetime | None = None
@@ -362,8 +402,8 @@ class PolicyEvaluation:
         expected = changes[0].expected_score  # side A's players come first and share E
         actual = SIDE_A_SCORE[match.outcome]
         report.scored += 1
-        self._log_loss.append(log_loss_term(expected, actual))
-        self._brier.append(brier_term(expected, actual))
+        self._log_loss.add(log_loss_term(expected, actual))
+        self._brier.add(brier_term(expected, actual))
         credit = prediction_credit(expected, actual)
         if credit is None:
             report.draws_scored += 1
@@ -388,9 +428,8 @@ class PolicyEvaluation:
         """The finished :class:`PolicyReport` with ``drift_series`` (call once, after the last match)."""
         report = self._report
         report.drift_series = drift_series
-        if self._log_loss:
-            report.log_loss = math.fsum(self._log_loss) / len(self._log_loss)
-            report.brier = math.fsum(self._brier) / len(self._brier)
+        report.log_loss = self._log_loss.mean()
+        report.brier = self._brier.mean()
         if report.decisive:
             report.accuracy = self._credit / report.decisive
         report.distribution = rating_distribution(self._ratings.values())

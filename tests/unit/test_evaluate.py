@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,6 +113,22 @@ def test_accuracy_is_over_decisive_matches_only():
     """Credits 1, 0, 1, 0.5 (the draw left out): 2.5 / 4 = 0.625; no decisive match gives None."""
     assert accuracy([(0.6, 1.0), (0.6, 0.0), (0.4, 0.0), (0.5, 1.0), (0.7, 0.5)]) == 0.625
     assert accuracy([(0.7, 0.5)]) is None
+
+
+def test_running_sum_is_exact_where_naive_addition_is_not():
+    """1e16 + 1 + 1 − 1e16 is 2 exactly; adding left to right in doubles gives 0. Also equal to math.fsum
+    (the same algorithm, an independent implementation) on generated values."""
+    total = ev.RunningSum()
+    for x in (1e16, 1.0, 1.0, -1e16):
+        total.add(x)
+    assert total.value == 2.0 and ((1e16 + 1.0) + 1.0) - 1e16 != 2.0
+    assert total.mean() == 0.5 and ev.RunningSum().mean() is None
+    rng = np.random.default_rng(5)
+    values = (rng.standard_normal(10_000) * 10.0 ** rng.integers(-10, 10, 10_000)).tolist()
+    total = ev.RunningSum()
+    for x in values:
+        total.add(x)
+    assert total.value == math.fsum(values) and len(total.partials) < 50
 
 
 def test_quantiles_interpolate_linearly_by_hand():
