@@ -384,6 +384,11 @@ def iter_ledger(conn: psycopg.Connection, ladder: str, batch_size: int = 5000) -
             yield payload
 
 
+def ledger_size(conn: psycopg.Connection, ladder: str) -> int:
+    """Number of matches in the ladder's ledger (in the caller's snapshot)."""
+    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s", (ladder,)).fetchone()[0]
+
+
 def stored_standings(conn: psycopg.Connection, ladder: str) -> dict[str, tuple[float, int]]:
     """Mapping of player id to (stored rating, games played) for ``ladder``."""
     rows = conn.execute(
