@@ -19,7 +19,9 @@ def football_matches(path: Path = DEFAULT_RESULTS, ladder: str = "elo", limit: i
 
     ``match_id`` is ``football:<date>:<home>:<away>`` (with ``:2`` for a second meeting on the same
     day, which the file has once); ``finished_at`` is the date at 00:00 UTC; the home team is
-    side A; the outcome comes from the score (extra time included, shoot-outs not). Raises
+    side A, and plays at home (``home``) unless the ground is neutral; ``score`` is the goals;
+    ``season`` is the calendar year; the outcome comes from the score (extra time included,
+    shoot-outs not). Raises
     ``FileNotFoundError`` if the file is missing and ``ValueError`` on a malformed row.
     """
     seen: Counter[str] = Counter()
@@ -41,4 +43,7 @@ def football_matches(path: Path = DEFAULT_RESULTS, ladder: str = "elo", limit: i
                 side_a={"players": [{"player_id": home}]},
                 side_b={"players": [{"player_id": away}]},
                 outcome=outcome,
+                home=None if row["neutral"].strip().upper() == "TRUE" else "side_a",
+                score={"side_a": home_score, "side_b": away_score},
+                season=row["date"][:4],
             )
