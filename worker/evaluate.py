@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from engine import BandedK, ConstantK, Match, Outcome, RatingChange, RatingPolicy
+from engine.k_factor import FideK, ProvisionalK
 from engine.replay import Standing, replay_changes
 from worker.mapping import to_engine_match
 
@@ -292,14 +293,28 @@ class PolicyReport:
 
 def describe_policy(policy: RatingPolicy) -> str:
     """A short human description: K-factor, initial rating, rounding (``"K 30 · start 1200"``)."""
-    k = policy.k_factor
-    if isinstance(k, ConstantK):
-        kd = f"K {k.k:g}"
-    elif isinstance(k, BandedK):
-        kd = "K " + "/".join(f"{v:g}" for _, v in k.bands) + f"/{k.top_k:g} by band"
-    else:  # a K-factor kind added to the engine later
-        kd = f"K {type(k).__name__}"
-    parts = [kd, f"start {policy.initial_rating:g}"]
+    def k_text(k) -> str:
+        if isinstance(k, ConstantK):
+            return f"K {k.k:g}"
+        if isinstance(k, BandedK):
+            return "K " + "/".join(f"{v:g}" for _, v in k.bands) + f"/{k.top_k:g} by band"
+        if isinstance(k, FideK):
+            return f"K FIDE {k.provisional_k:g}/{k.k:g}/{k.top_k:g}"
+        if isinstance(k, ProvisionalK):
+            return f"K {k.k:g} for {k.games} games, then " + k_text(k.then).removeprefix("K ")
+        return f"K {type(k).__name__}"
+
+    parts = [k_text(policy.k_factor), f"start {policy.initial_rating:g}"]
+    if policy.home_advantage:
+        parts.append(f"home +{policy.home_advantage:g}")
+    if policy.difference_cap is not None:
+        parts.append(f"cap {policy.difference_cap:g}")
+    if policy.floor is not None:
+        parts.append(f"floor {policy.floor:g}")
+    if policy.margin_of_victory is not None:
+        parts.append("margin of victory")
+    if policy.season is not None:
+        parts.append("season regression")
     if policy.rounding.value != "none":
         parts.append(f"rounding {policy.rounding.value}")
     if policy.performance is not None:
