@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from engine.elo import DRAW, LOSS, WIN
+from engine.k_factor import BandedK, ConstantK
 from engine.model import FreeForAll, Match, Outcome, PlayerState, RatingChange
 from engine.policy import RatingPolicy, Rounding, TeamRating
 
@@ -17,6 +18,9 @@ BASE_SCORES = {
 _PLACEMENTS = {Outcome.SIDE_A_WON: (1, 2), Outcome.SIDE_B_WON: (2, 1), Outcome.DRAW: (1, 1)}
 _RESULT = {WIN: "win", DRAW: "draw", LOSS: "loss"}
 _HOME_INDEX = {"side_a": 0, "side_b": 1}
+_SIDE_A_WON, _SIDE_B_WON = Outcome.SIDE_A_WON, Outcome.SIDE_B_WON
+_HALF_EVEN, _NO_ROUNDING = Rounding.HALF_EVEN, Rounding.NONE
+_new_change = tuple.__new__
 
 
 class UnratableMatch(ValueError):
@@ -68,33 +72,72 @@ def _rating_of(state: float | PlayerState | None, initial: float) -> float:
 
 
 def _rate_basic(match: Match, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy) -> tuple[RatingChange, ...]:
-    """K by rating only, mean side rating, no home advantage, cap, floor, season or margin."""
+    """K by rating only, mean side rating, no home advantage, cap, floor, season or margin.
+
+    The 1v1 case is written out flat (the engine's speed target is for it): no helper calls for
+    the rating lookup, a constant K or half-to-even rounding, outcome tested by identity (an Enum's
+    hash is a Python-level call), and each RatingChange built with ``tuple.__new__``. The
+    arithmetic is the same expressions in the same order as the general case and
+    :mod:`engine.elo`.
+    """
     side_a, side_b = match.side_a, match.side_b
     initial = policy.initial_rating
     scale = policy.scale
     k_factor = policy.k_factor
     adjustment = policy.performance
-    rounding = policy.rounding is not Rounding.NONE
-    base_a, base_b = BASE_SCORES[match.outcome]
+    rounding = policy.rounding
+    outcome = match.outcome
+    if outcome is _SIDE_A_WON:
+        base_a, base_b, result_a, result_b = WIN, LOSS, "win", "loss"
+    elif outcome is _SIDE_B_WON:
+        base_a, base_b, result_a, result_b = LOSS, WIN, "loss", "win"
+    else:
+        base_a, base_b, result_a, result_b = DRAW, DRAW, "draw", "draw"
     if len(side_a) == 1 and len(side_b) == 1:
         pa, pb = side_a[0], side_b[0]
-        ra = _rating_of(ratings.get(pa.player_id), initial)
-        rb = _rating_of(ratings.get(pb.player_id), initial)
+        ra = ratings.get(pa.player_id, initial)
+        if ra.__class__ is PlayerState:
+            ra = ra.rating  # type: ignore[union-attr]
+        rb = ratings.get(pb.player_id, initial)
+        if rb.__class__ is PlayerState:
+            rb = rb.rating  # type: ignore[union-attr]
         expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
         expected_b = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
-        k_a, k_b = k_factor(ra), k_factor(rb)
+        if k_factor.__class__ is ConstantK:
+            k_a = k_b = k_factor.k  # type: ignore[union-attr]
+        elif k_factor.__class__ is BandedK:  # BandedK.__call__, inline
+            k_a = k_b = k_factor.top_k  # type: ignore[union-attr]
+            for upper, k in k_factor.bands:  # type: ignore[union-attr]
+                if ra < upper:
+                    k_a = k
+                    break
+            for upper, k in k_factor.bands:  # type: ignore[union-attr]
+                if rb < upper:
+                    k_b = k
+                    break
+        else:
+            k_a, k_b = k_factor(ra), k_factor(rb)
         if adjustment is None:
             actual_a, actual_b = base_a, base_b
-        else:
-            actual_a = adjustment.adjusted_score(base_a, pa.performance)
-            actual_b = adjustment.adjusted_score(base_b, pb.performance)
+        else:  # SedmaAdjustment.adjusted_score's memo, looked up here first (same key)
+            memo = adjustment._memo
+            q = pa.performance
+            actual_a = memo.get((base_a, q.bad_moves, q.won_by_16, q.won_by_24, q.won_by_4_and_last))
+            if actual_a is None:
+                actual_a = adjustment.adjusted_score(base_a, q)
+            q = pb.performance
+            actual_b = memo.get((base_b, q.bad_moves, q.won_by_16, q.won_by_24, q.won_by_4_and_last))
+            if actual_b is None:
+                actual_b = adjustment.adjusted_score(base_b, q)
         after_a = ra + k_a * (actual_a - expected_a)
         after_b = rb + k_b * (actual_b - expected_b)
-        if rounding:
+        if rounding is _HALF_EVEN:
+            after_a, after_b = float(round(after_a)), float(round(after_b))
+        elif rounding is not _NO_ROUNDING:
             after_a, after_b = policy.round(after_a), policy.round(after_b)
         return (
-            RatingChange(pa.player_id, ra, after_a, expected_a, actual_a, k_a, _RESULT[base_a]),
-            RatingChange(pb.player_id, rb, after_b, expected_b, actual_b, k_b, _RESULT[base_b]),
+            _new_change(RatingChange, (pa.player_id, ra, after_a, expected_a, actual_a, k_a, result_a, 0.0, False)),
+            _new_change(RatingChange, (pb.player_id, rb, after_b, expected_b, actual_b, k_b, result_b, 0.0, False)),
         )
     before_a = [_rating_of(ratings.get(p.player_id), initial) for p in side_a]
     before_b = [_rating_of(ratings.get(p.player_id), initial) for p in side_b]
@@ -112,9 +155,7 @@ def _rate_basic(match: Match, ratings: Mapping[str, float | PlayerState], policy
         for participant, before in zip(players, befores):
             k = k_factor(before)
             actual = base if adjustment is None else adjustment.adjusted_score(base, participant.performance)
-            after = before + k * (actual - expected)
-            if rounding:
-                after = policy.round(after)
+            after = policy.round(before + k * (actual - expected))
             changes.append(RatingChange(participant.player_id, before, after, expected, actual, k, _RESULT[base]))
     return tuple(changes)
 

@@ -57,10 +57,11 @@ class SedmaAdjustment:
 
         ``base_score`` is 1 (win), 0.5 (draw) or 0 (loss). Returns
         ``clamp(base + share * bonus - malus, 0, 1)`` with the seed's order of operations.
-        The function is pure, so results are memoised per (base score, performance), at most
+        The function is pure, so results are memoised per (base score, the four counts), at most
         :data:`MEMO_LIMIT` entries (then the memo is cleared): a cached value is the value.
         """
-        key = (base_score, performance)
+        p = performance
+        key = (base_score, p.bad_moves, p.won_by_16, p.won_by_24, p.won_by_4_and_last)
         score = self._memo.get(key)
         if score is None:
             memo = self._memo
