@@ -133,37 +133,6 @@ def history_row(seq: int, match: Match, change: RatingChange, ladder: str, stand
             None, occurred_at, generation, version)
 
 
-def rebuild_event(rebuild_id: int, ladder: str, player_id: str, rating_before: float, rating_after: float,
-                  games_played: int, sequence: int, last_match_id: str, last_change: RatingChange,
-                  occurred_at: datetime) -> dict[str, Any]:
-    """The ``rating-changed`` payload (:class:`schemas.RatingChanged`, reason ``rebuild``) announcing
-    that a rebuild moved ``player_id`` from ``rating_before`` to ``rating_after`` (rating points).
-
-    ``match_id``, ``expected_score``, ``actual_score`` and ``k_factor`` are those of the player's
-    last match in the rebuilt history (``last_match_id``, ``last_change``), after which the new
-    rating holds; ``delta`` is ``rating_after - rating_before``; ``sequence`` is the player's next
-    event sequence; ``games_played`` is unchanged by a rebuild.
-    """
-    return {
-        "schema_version": 1,
-        "event_id": str(repository.rebuild_event_id(rebuild_id, player_id)),
-        "reason": "rebuild",
-        "match_id": last_match_id,
-        "ladder": ladder,
-        "player_id": player_id,
-        "rating_before": rating_before,
-        "rating_after": rating_after,
-        "delta": rating_after - rating_before,
-        "expected_score": last_change.expected_score,
-        "actual_score": last_change.actual_score,
-        "k_factor": last_change.k_factor,
-        "sequence": sequence,
-        "games_played": games_played,
-        "out_of_order": False,
-        "occurred_at": occurred_at.isoformat(),
-    }
-
-
 def rebuild_ladder(
     database_url: str,
     ladder: str,
@@ -247,7 +216,7 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                         if fold.matches % 2000 == 0:
                             progress("replay", fold.matches, total)
             progress("replay", fold.matches, total)
-            repository.stage_players(writer, _standing_rows(fold.standings, fold.standings))
+            repository.stage_players(writer, _standing_rows(fold, rebuild_id, fold.standings))
             replay_seconds = time.perf_counter() - replay_started
             faults.hit("rebuild_before_switch")
 
@@ -267,23 +236,16 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                 with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
                     for row in history:
                         copy.write_row(row)
-                repository.stage_players(writer, _standing_rows(fold.standings, touched), upsert=True)
-            written = repository.switch_players(writer, ladder)
-            events = []
-            for player_id, before, after, games, sequence in written:
-                if before != after:
-                    last_match_id, last_change = fold.last[player_id]
-                    events.append(rebuild_event(rebuild_id, ladder, player_id, before, after, games, sequence,
-                                                last_match_id, last_change, occurred_at))
-            repository.insert_events(writer, events)
+                repository.stage_players(writer, _standing_rows(fold, rebuild_id, touched), upsert=True)
+            written, events = repository.switch_players(writer, ladder, occurred_at)
             caught_up = repository.stamp_ledger(writer, ladder, version, snapshot_seq)
             repository.set_ladder_record(writer, ladder, version, rebuild_id, order,
                                          snapshot_seq if order == "finished-at" else None)
             lock_wait = locked - lock_started
             repository.update_rebuild(
                 writer, rebuild_id, status="switched", snapshot_seq=snapshot_seq, matches_replayed=fold.matches,
-                catch_up_matches=len(catch_up), players=len(fold.standings), players_changed=len(events),
-                events_emitted=len(events), lock_wait_seconds=lock_wait,
+                catch_up_matches=len(catch_up), players=len(fold.standings), players_changed=events,
+                events_emitted=events, lock_wait_seconds=lock_wait,
             )
         lock_held = time.perf_counter() - locked
     faults.hit("rebuild_after_switch")
@@ -305,14 +267,21 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
         previous_policy_version=previous.policy_version if previous else None, generation=rebuild_id,
         previous_generation=previous.generation if previous else 0, snapshot_seq=snapshot_seq,
         matches_replayed=fold.matches, catch_up_matches=len(catch_up), players=len(fold.standings),
-        players_updated=len(written), players_changed=len(events), events_emitted=len(events),
+        players_updated=written, players_changed=events, events_emitted=events,
         ledger_rows_stamped=stamped, barrier_seconds=barrier_seconds, replay_seconds=replay_seconds,
         lock_wait_seconds=lock_wait, lock_held_seconds=lock_held, duration_seconds=duration,
     )
 
 
-def _standing_rows(standings: dict[str, Standing], player_ids) -> list[tuple]:
-    """``rebuild_players`` rows of ``player_ids`` from the replayed standings."""
-    return [(pid, s.rating, s.games_played, s.wins, s.draws, s.losses,
-             s.peak_rating if s.peak_rating is not None else s.rating, s.season)
-            for pid in player_ids for s in (standings[pid],)]
+def _standing_rows(fold: _Fold, rebuild_id: int, player_ids) -> list[tuple]:
+    """Rows of :data:`worker.repository.REBUILD_STAGING_COLUMNS` for ``player_ids``: the replayed
+    standing, the rebuild event id, and the player's last match in the new history."""
+    rows = []
+    for pid in player_ids:
+        s = fold.standings[pid]
+        match_id, last = fold.last[pid]
+        rows.append((pid, s.rating, s.games_played, s.wins, s.draws, s.losses,
+                     s.peak_rating if s.peak_rating is not None else s.rating, s.season,
+                     repository.rebuild_event_id(rebuild_id, pid), match_id, last.expected_score,
+                     last.actual_score, last.k_factor))
+    return rows

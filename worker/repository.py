@@ -633,66 +633,85 @@ def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int) -> 
     ).fetchall()
 
 
+REBUILD_STAGING_COLUMNS = ("player_id", "rating", "games_played", "wins", "draws", "losses", "peak_rating", "season",
+                           "event_id", "last_match_id", "expected_score", "actual_score", "k_factor")
+"""Columns of the temporary ``rebuild_players`` table: a player's replayed standing, the id of the
+``rebuild`` event that would announce a change, and the player's last match in the new history."""
+
+
 def create_rebuild_staging(conn: psycopg.Connection) -> None:
     """The temporary table ``rebuild_players`` (dropped at commit) for a rebuild's new standings."""
     conn.execute(
         """CREATE TEMP TABLE rebuild_players (
                player_id text PRIMARY KEY, rating double precision NOT NULL, games_played integer NOT NULL,
                wins integer NOT NULL, draws integer NOT NULL, losses integer NOT NULL,
-               peak_rating double precision NOT NULL, season text) ON COMMIT DROP"""
+               peak_rating double precision NOT NULL, season text,
+               event_id uuid NOT NULL, last_match_id text NOT NULL, expected_score double precision NOT NULL,
+               actual_score double precision NOT NULL, k_factor double precision NOT NULL) ON COMMIT DROP"""
     )
 
 
 def stage_players(conn: psycopg.Connection, rows: Sequence[tuple], upsert: bool = False) -> None:
-    """Write ``(player_id, rating, games_played, wins, draws, losses, peak_rating, season)`` rows into
-    ``rebuild_players``: COPY, or ``upsert`` over rows already staged."""
+    """Write rows of :data:`REBUILD_STAGING_COLUMNS` into ``rebuild_players``: COPY, or ``upsert``
+    over rows already staged."""
+    columns = ", ".join(REBUILD_STAGING_COLUMNS)
     if not upsert:
-        with conn.cursor().copy(
-            "COPY rebuild_players (player_id, rating, games_played, wins, draws, losses, peak_rating, season) FROM STDIN"
-        ) as copy:
+        with conn.cursor().copy(f"COPY rebuild_players ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         return
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in REBUILD_STAGING_COLUMNS[1:])
     conn.cursor().executemany(
-        """INSERT INTO rebuild_players (player_id, rating, games_played, wins, draws, losses, peak_rating, season)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-           ON CONFLICT (player_id) DO UPDATE SET rating = EXCLUDED.rating, games_played = EXCLUDED.games_played,
-               wins = EXCLUDED.wins, draws = EXCLUDED.draws, losses = EXCLUDED.losses,
-               peak_rating = EXCLUDED.peak_rating, season = EXCLUDED.season""",
+        f"""INSERT INTO rebuild_players ({columns}) VALUES ({", ".join(["%s"] * len(REBUILD_STAGING_COLUMNS))})
+            ON CONFLICT (player_id) DO UPDATE SET {updates}""",
         rows,
     )
 
 
-def switch_players(conn: psycopg.Connection, ladder: str) -> list[tuple[str, float, float, int, int]]:
-    """Write the staged standings over the ladder's ``players`` rows that differ; a player whose
-    rating changes takes one more ``rebuild_events`` (its next event sequence). Returns
-    ``(player_id, rating before, rating after, games_played, event sequence)`` per row written.
-    Call it holding the ladder's exclusive lock (the old values are read in the same statement)."""
-    return conn.execute(
+def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime) -> tuple[int, int]:
+    """The swap, in one statement: write the staged standings over the ladder's ``players`` rows
+    that differ, and put one ``rebuild`` rating-changed event in the outbox for each player whose
+    rating changed (:class:`schemas.RatingChanged`: ``rating_before`` the stored rating, the
+    player's next event sequence, ``match_id``/``expected_score``/``actual_score``/``k_factor`` of
+    the player's last match in the new history); wake the relay. Returns ``(rows written, events)``.
+    Call it holding the ladder's exclusive lock (the old values are read in the same statement).
+    """
+    conn.execute("SET LOCAL extra_float_digits = 3")  # float8 -> jsonb keeps every bit (shortest exact form)
+    written, events = conn.execute(
         """
-        UPDATE players p
-           SET rating = n.rating, games_played = n.games_played, wins = n.wins, draws = n.draws,
-               losses = n.losses, peak_rating = n.peak_rating, season = n.season,
-               rebuild_events = p.rebuild_events + (n.rating <> o.rating)::int, updated_at = now()
-          FROM rebuild_players n, players o
-         WHERE p.ladder = %(ladder)s AND p.player_id = n.player_id
-           AND o.ladder = p.ladder AND o.player_id = p.player_id
-           AND (o.rating, o.games_played, o.wins, o.draws, o.losses, o.peak_rating, o.season)
-               IS DISTINCT FROM (n.rating, n.games_played, n.wins, n.draws, n.losses, n.peak_rating, n.season)
-        RETURNING p.player_id, o.rating, p.rating, p.games_played, p.games_played + p.rebuild_events
+        WITH written AS (
+            UPDATE players p
+               SET rating = n.rating, games_played = n.games_played, wins = n.wins, draws = n.draws,
+                   losses = n.losses, peak_rating = n.peak_rating, season = n.season,
+                   rebuild_events = p.rebuild_events + (n.rating <> o.rating)::int, updated_at = now()
+              FROM rebuild_players n, players o
+             WHERE p.ladder = %(ladder)s AND p.player_id = n.player_id
+               AND o.ladder = p.ladder AND o.player_id = p.player_id
+               AND (o.rating, o.games_played, o.wins, o.draws, o.losses, o.peak_rating, o.season)
+                   IS DISTINCT FROM (n.rating, n.games_played, n.wins, n.draws, n.losses, n.peak_rating, n.season)
+            RETURNING p.player_id, o.rating AS rating_before, p.rating AS rating_after, p.games_played,
+                      p.games_played + p.rebuild_events AS sequence
+        ), events AS (
+            INSERT INTO outbox (event_id, payload)
+            SELECT n.event_id, jsonb_build_object(
+                       'schema_version', 1, 'event_id', n.event_id::text, 'reason', 'rebuild',
+                       'match_id', n.last_match_id, 'ladder', %(ladder)s::text, 'player_id', w.player_id,
+                       'rating_before', w.rating_before, 'rating_after', w.rating_after,
+                       'delta', w.rating_after - w.rating_before, 'expected_score', n.expected_score,
+                       'actual_score', n.actual_score, 'k_factor', n.k_factor, 'sequence', w.sequence,
+                       'games_played', w.games_played, 'out_of_order', false, 'occurred_at', %(occurred_at)s::text)
+              FROM written w JOIN rebuild_players n USING (player_id)
+             WHERE w.rating_before <> w.rating_after
+             ORDER BY w.player_id COLLATE "C"
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM events)
         """,
-        {"ladder": ladder},
-    ).fetchall()
-
-
-def insert_events(conn: psycopg.Connection, events: Sequence[dict[str, Any]]) -> None:
-    """Add rating-changed payloads (each with its ``event_id``) to the outbox and wake the relay."""
-    if not events:
-        return
-    with conn.cursor().copy("COPY outbox (event_id, payload) FROM STDIN") as copy:
-        for event in events:
-            copy.write_row((event["event_id"], event_payloads_json(event)))
-    conn.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
+        {"ladder": ladder, "occurred_at": occurred_at.isoformat()},
+    ).fetchone()
+    if events:
+        conn.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
+    return written, events
 
 
 def stamp_ledger(conn: psycopg.Connection, ladder: str, version: str, after_seq: int,
