@@ -6,6 +6,7 @@ import csv
 import os
 import sys
 import tempfile
+from datetime import UTC
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -385,18 +386,23 @@ def rebuilds(
     """Past and running rebuilds: who, when, policy, order, counts, lock hold time, status."""
     with psycopg.connect(_database_url()) as conn:
         rows = repository.rebuilds(conn, ladder, limit)
-    table = Table(title="rebuilds")
-    for col in ["id", "ladder", "status", "started", "by", "order", "policy", "matches", "changed", "events",
-                "lock held", "error"]:
-        table.add_column(col, overflow="fold")
+    table = Table(title="rebuilds (newest first)")
+    for col, just in [("id", "right"), ("ladder", "left"), ("status", "left"), ("started (UTC)", "left"),
+                      ("by", "left"), ("order", "left"), ("policy", "left"), ("matches", "right"),
+                      ("events", "right"), ("lock held", "right")]:
+        table.add_column(col, justify=just)
+    errors = []
     for r in rows:
-        held = "" if r["lock_held_seconds"] is None else f"{r['lock_held_seconds'] * 1000:.0f} ms"
-        table.add_row(str(r["id"]), r["ladder"], r["status"], r["started_at"].isoformat(timespec="seconds"),
-                      r["requested_by"], r["apply_order"],
+        held = "" if r["lock_held_seconds"] is None else f"{r['lock_held_seconds'] * 1000:,.0f} ms"
+        started = r["started_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(str(r["id"]), r["ladder"], r["status"], started, r["requested_by"], r["apply_order"],
                       f"{r['previous_policy_version'] or 'none'} -> {r['policy_version']}",
-                      str(r["matches_replayed"] or 0), str(r["players_changed"] or 0), str(r["events_emitted"] or 0),
-                      held, (r["error"] or "")[:120])
+                      f"{r['matches_replayed'] or 0:,}", f"{r['events_emitted'] or 0:,}", held)
+        if r["error"]:
+            errors.append(f"  rebuild {r['id']}: {r['error'][:300]}")
     console.print(table)
+    for line in errors:
+        console.print(line, highlight=False)
 
 
 dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.", invoke_without_command=True)
