@@ -11,9 +11,11 @@ generation) after it; the rebuild takes the exclusive form twice, each time brie
    :func:`engine.replay.replay_changes` under the new policy, in apply order (``seq``) or by
    ``(finished_at, seq)``. Its history rows are written as a new generation of ``rating_changes``
    (generation = the rebuild's id, ``event_id`` NULL) and the new standings into a temporary
-   table, all in one transaction that stays open: readers and workers do not see them.
+   table, all in one transaction that stays open: readers and workers do not see them. Then the
+   matches committed meanwhile are replayed on top, in ``seq`` order, in up to
+   :data:`CATCH_UP_PASSES` passes, each up to a fresh barrier like the first.
 3. **Switch-over, inside the lock**, still in that transaction: the matches committed since the
-   snapshot (``seq >`` the snapshot's) are replayed on top, in ``seq`` order; the changed
+   last pass are replayed on top, in ``seq`` order; the changed
    ``players`` rows are updated; one ``rebuild`` event per player whose rating changed goes to
    the outbox with the player's next sequence; the catch-up rows of the ledger get the new
    ``policy_version``; ``ladders`` names the new policy, generation and order; COMMIT. Workers
@@ -50,6 +52,12 @@ ORDERS = ("applied", "finished-at")
 ``finished-at`` (``(finished_at, seq)``; matches applied after the rebuild's snapshot follow in
 ``seq`` order)."""
 
+CATCH_UP_PASSES = 3
+"""Catch-up passes outside the lock after the snapshot's replay (each up to a fresh barrier)."""
+
+CATCH_UP_ENOUGH = 100
+"""A catch-up pass that found fewer matches than this is the last one before the switch-over."""
+
 LOCK_TIMEOUT_MS = 60_000
 """How long the rebuild waits for the ladder's exclusive lock (milliseconds) before giving up."""
 
@@ -65,8 +73,8 @@ class RebuildError(Exception):
 class RebuildReport:
     """What one rebuild did. Counts are numbers of rows; durations are seconds.
 
-    ``matches_replayed`` includes ``catch_up_matches`` (committed while the rebuild replayed the
-    snapshot, replayed inside the switch-over); ``players_updated`` are ``players`` rows written at
+    ``matches_replayed`` includes ``catch_up_matches`` (committed after the snapshot, replayed on
+    top of it), of which ``caught_up_in_lock`` inside the switch-over; ``players_updated`` are ``players`` rows written at
     the switch-over (any stored value differed), ``players_changed`` those whose rating changed,
     each announced by one ``rebuild`` event (``events_emitted``). ``lock_held_seconds`` is how long
     the ladder's exclusive lock was held at the switch-over, ``barrier_seconds`` at the snapshot.
@@ -82,6 +90,7 @@ class RebuildReport:
     snapshot_seq: int
     matches_replayed: int
     catch_up_matches: int
+    caught_up_in_lock: int
     players: int
     players_updated: int
     players_changed: int
@@ -187,6 +196,7 @@ def rebuild_ladder(
 def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, previous, progress, faults,
              stamp_batch, started) -> RebuildReport:
     progress = progress or (lambda phase, done, total: None)
+    barrier_seconds = 0.0
     occurred_at = datetime.now(UTC)
     fold = _Fold(policy, {}, {})
     version = policy.version
@@ -201,8 +211,9 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                 barrier_started = time.perf_counter()
                 with control.transaction():
                     repository.lock_ladder_exclusively(control, ladder)
-                    snapshot_seq, total = repository.ledger_extent(snap, ladder)
+                    snapshot_seq = repository.ledger_last_seq(snap, ladder)
                 barrier_seconds = time.perf_counter() - barrier_started
+                total = repository.ledger_count(snap, ladder, snapshot_seq)
                 # 2. Replay the snapshot outside the lock, into uncommitted rows of a new generation.
                 replay_started = time.perf_counter()
                 progress("replay", 0, total)
@@ -217,6 +228,20 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                             progress("replay", fold.matches, total)
             progress("replay", fold.matches, total)
             repository.stage_players(writer, _standing_rows(fold, rebuild_id, fold.standings))
+            # Matches committed meanwhile, still outside the lock: each pass reads up to a fresh
+            # barrier, so the switch-over only replays what arrived during the last pass.
+            caught = snapshot_seq
+            for _ in range(CATCH_UP_PASSES):
+                pass_started = time.perf_counter()
+                with control.transaction():
+                    repository.lock_ladder_exclusively(control, ladder)
+                    upto = repository.ledger_last_seq(control, ladder)
+                barrier_seconds = max(barrier_seconds, time.perf_counter() - pass_started)
+                rows = repository.ledger_rows_after(writer, ladder, caught, upto)
+                _catch_up(writer, fold, rows, ladder, occurred_at, rebuild_id)
+                caught = upto
+                if len(rows) < CATCH_UP_ENOUGH:
+                    break
             replay_seconds = time.perf_counter() - replay_started
             faults.hit("rebuild_before_switch")
 
@@ -224,41 +249,30 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
             lock_started = time.perf_counter()
             repository.lock_ladder_exclusively(writer, ladder)
             locked = time.perf_counter()
-            catch_up = repository.ledger_rows_after(writer, ladder, snapshot_seq)
-            touched: dict[str, None] = {}
-            history = []
-            for seq, match, changes in fold.run(iter(catch_up)):
-                for change in changes:
-                    touched[change.player_id] = None
-                    history.append(history_row(seq, match, change, ladder, fold.standings[change.player_id],
-                                               occurred_at, rebuild_id, version))
-            if history:
-                with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
-                    for row in history:
-                        copy.write_row(row)
-                repository.stage_players(writer, _standing_rows(fold, rebuild_id, touched), upsert=True)
+            in_lock = repository.ledger_rows_after(writer, ladder, caught)
+            _catch_up(writer, fold, in_lock, ladder, occurred_at, rebuild_id)
             written, events = repository.switch_players(writer, ladder, occurred_at)
-            caught_up = repository.stamp_ledger(writer, ladder, version, snapshot_seq)
+            stamped = repository.stamp_ledger(writer, ladder, version, caught)
+            catch_up = fold.matches - total
             repository.set_ladder_record(writer, ladder, version, rebuild_id, order,
                                          snapshot_seq if order == "finished-at" else None)
             lock_wait = locked - lock_started
             repository.update_rebuild(
                 writer, rebuild_id, status="switched", snapshot_seq=snapshot_seq, matches_replayed=fold.matches,
-                catch_up_matches=len(catch_up), players=len(fold.standings), players_changed=events,
+                catch_up_matches=catch_up, players=len(fold.standings), players_changed=events,
                 events_emitted=events, lock_wait_seconds=lock_wait,
             )
         lock_held = time.perf_counter() - locked
     faults.hit("rebuild_after_switch")
 
     # 4. Stamp the snapshot's ledger rows with the new version, in batches, outside the lock.
-    stamped = caught_up
     low = 0
-    progress("stamp", 0, snapshot_seq)
-    while low < snapshot_seq:
-        high = min(low + stamp_batch, snapshot_seq)
+    progress("stamp", 0, caught)
+    while low < caught:
+        high = min(low + stamp_batch, caught)
         stamped += repository.stamp_ledger(control, ladder, version, low, high)
         low = high
-        progress("stamp", low, snapshot_seq)
+        progress("stamp", low, caught)
     duration = time.perf_counter() - started
     repository.update_rebuild(control, rebuild_id, status="done", ledger_rows_stamped=stamped,
                               lock_held_seconds=lock_held, duration_seconds=duration)
@@ -266,11 +280,28 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
         rebuild_id=rebuild_id, ladder=ladder, apply_order=order, policy_version=version,
         previous_policy_version=previous.policy_version if previous else None, generation=rebuild_id,
         previous_generation=previous.generation if previous else 0, snapshot_seq=snapshot_seq,
-        matches_replayed=fold.matches, catch_up_matches=len(catch_up), players=len(fold.standings),
+        matches_replayed=fold.matches, catch_up_matches=catch_up, caught_up_in_lock=len(in_lock),
+        players=len(fold.standings),
         players_updated=written, players_changed=events, events_emitted=events,
         ledger_rows_stamped=stamped, barrier_seconds=barrier_seconds, replay_seconds=replay_seconds,
         lock_wait_seconds=lock_wait, lock_held_seconds=lock_held, duration_seconds=duration,
     )
+
+
+def _catch_up(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dict[str, Any]]], ladder: str,
+              occurred_at: datetime, rebuild_id: int) -> None:
+    """Replay ``(seq, payload)`` rows on top of ``fold``: their history rows go into the new
+    generation, the standings of their players over the staged ones."""
+    if not rows:
+        return
+    touched: dict[str, None] = {}
+    with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
+        for seq, match, changes in fold.run(iter(rows)):
+            for change in changes:
+                touched[change.player_id] = None
+                copy.write_row(history_row(seq, match, change, ladder, fold.standings[change.player_id],
+                                           occurred_at, rebuild_id, fold.policy.version))
+    repository.stage_players(writer, _standing_rows(fold, rebuild_id, touched), upsert=True)
 
 
 def _standing_rows(fold: _Fold, rebuild_id: int, player_ids) -> list[tuple]:

@@ -621,15 +621,24 @@ def fail_rebuild(conn: psycopg.Connection, rebuild_id: int, error: str) -> None:
     )
 
 
-def ledger_extent(conn: psycopg.Connection, ladder: str) -> tuple[int, int]:
-    """``(highest seq, row count)`` of the ladder's ledger (``(0, 0)`` when empty)."""
-    return conn.execute("SELECT coalesce(max(seq), 0), count(*) FROM ledger WHERE ladder = %s", (ladder,)).fetchone()
+def ledger_last_seq(conn: psycopg.Connection, ladder: str) -> int:
+    """The highest ``seq`` of the ladder's ledger (0 when empty): one index probe."""
+    return conn.execute("SELECT coalesce(max(seq), 0) FROM ledger WHERE ladder = %s", (ladder,)).fetchone()[0]
 
 
-def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int) -> list[tuple[int, dict[str, Any]]]:
-    """``(seq, payload)`` of the ladder's ledger rows with ``seq > after_seq``, by ``seq``."""
+def ledger_count(conn: psycopg.Connection, ladder: str, up_to_seq: int) -> int:
+    """How many rows of the ladder's ledger have ``seq <= up_to_seq``."""
+    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s", (ladder, up_to_seq)).fetchone()[0]
+
+
+def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int,
+                      up_to_seq: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """``(seq, payload)`` of the ladder's ledger rows with ``after_seq < seq <= up_to_seq`` (no upper
+    bound when ``None``), by ``seq``."""
     return conn.execute(
-        "SELECT seq, payload FROM ledger WHERE ladder = %s AND seq > %s ORDER BY seq", (ladder, after_seq)
+        """SELECT seq, payload FROM ledger
+            WHERE ladder = %s AND seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq""",
+        (ladder, after_seq, up_to_seq, up_to_seq),
     ).fetchall()
 
 
