@@ -337,3 +337,26 @@ def test_a_rebuild_under_load_loses_nothing(clean, publisher, tmp_path):
     assert sum(e["reason"] == "rebuild" for e in events) == report["events_emitted"] > 0
     assert clean.wait_stream(len(events), timeout=120) >= len(events)
     assert len({fields["event_id"] for _, fields in clean.redis.xrange(clean.stream)}) == len(events)
+
+
+def test_a_worker_whose_file_differs_rates_under_the_policy_in_force_until_a_rebuild(clean, publisher, tmp_path):
+    """A worker started with K = 10 in its ladders file, on a ladder whose recorded policy says
+    K = 30, rates under K = 30: a file change alone changes nothing until `ratings rebuild`."""
+    from worker.producer import producer_app, publish_match
+    from worker.runtime import ServiceProcesses
+
+    publisher(match("pin-1", "a", "b"))  # the session's workers record K = 30 for elo
+    clean.wait_drained(1)
+    queue = clean.queue + "-k10"
+    procs = ServiceProcesses(dict(os.environ, RATINGS_QUEUE=queue, RATINGS_LADDERS_FILE=str(ladders_file(tmp_path, elo_k=10))),
+                             tmp_path / "logs")
+    try:
+        procs.start_worker("k10-worker")
+        publish_match(producer_app(clean.broker_url), match("pin-2", "c", "d"), queue=queue)
+        clean.wait_drained(2, timeout=120)
+    finally:
+        procs.stop_all()
+        clean.redis.delete(queue, f"_kombu.binding.{queue}")
+    assert stored(clean, "elo")["c"] == (1215.0, 1)  # K = 30, not 10
+    with clean.connect() as conn:
+        assert len({r[0] for r in conn.execute("SELECT policy_version FROM ledger")}) == 1
