@@ -32,13 +32,20 @@ class RatingChanged(BaseModel):
     - drop duplicates by ``event_id`` (the same event may arrive more than once, always with the
       same ``event_id`` and content);
     - detect gaps by ``sequence``: per (``ladder``, ``player_id``) it starts at 1 and grows by
-      exactly 1 for each match applied to that player on that ladder, so after sequence n the next
-      event for the pair is n + 1; a jump means events were missed (re-read them from the stream
-      or ask the service), a smaller or equal number is a duplicate or a late copy.
+      exactly 1 for each event of that player on that ladder (each match applied to them, and each
+      rebuild that changed their rating), so after sequence n the next event for the pair is
+      n + 1; a jump means events were missed (re-read them from the stream or ask the service), a
+      smaller or equal number is a duplicate or a late copy.
 
     ``out_of_order`` is true when the match finished before the last match already applied for one
-    of its players; it was applied anyway, in arrival order. ``reason`` is ``"rebuild"`` for
-    events emitted by a ladder recomputation (``ratings rebuild``).
+    of its players; it was applied anyway, in arrival order.
+
+    ``reason`` is ``"rebuild"`` for an event emitted by a ladder recomputation
+    (``ratings rebuild``, e.g. after a policy change): one per player whose rating the rebuild
+    changed. It sets the player's rating to ``rating_after``; ``rating_before`` is the rating before
+    the rebuild and ``delta`` the difference; ``match_id``, ``expected_score``, ``actual_score`` and
+    ``k_factor`` are those of the player's last match in the recomputed history (after which the
+    new rating holds); ``games_played`` is unchanged; ``out_of_order`` is false.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -49,11 +56,18 @@ class RatingChanged(BaseModel):
         default="match",
         description='"match": applying one match; "rebuild": recomputing the ladder from its ledger.',
     )
-    match_id: Id = Field(description="The match that caused the change (its match-finished match_id).")
+    match_id: Id = Field(
+        description="The match that caused the change (its match-finished match_id); for a rebuild, "
+        "the player's last match in the recomputed history."
+    )
     ladder: LadderName
     player_id: Id = Field(description="The player whose rating changed.")
-    rating_before: Rating = Field(description="Rating before this match, in rating points.")
-    rating_after: Rating = Field(description="Rating after this match, in rating points.")
+    rating_before: Rating = Field(
+        description="Rating before this match (for a rebuild: before the rebuild), in rating points."
+    )
+    rating_after: Rating = Field(
+        description="Rating after this match (for a rebuild: the recomputed rating), in rating points."
+    )
     delta: Rating = Field(description="rating_after - rating_before, in rating points.")
     expected_score: Score = Field(
         description="Expected score against the opponents before the match, 0..1 (Elo expectation)."
@@ -67,8 +81,8 @@ class RatingChanged(BaseModel):
     sequence: int = Field(
         ge=1,
         description=(
-            "Per (ladder, player_id): 1 for the first applied match, +1 for each further one. "
-            "A gap means missed events; a repeat is a duplicate."
+            "Per (ladder, player_id): 1 for the first event, +1 for each further one (an applied "
+            "match, or a rebuild that changed the rating). A gap means missed events; a repeat is a duplicate."
         ),
     )
     games_played: int = Field(

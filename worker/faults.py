@@ -7,7 +7,11 @@ killer or a node loss, so the windows the fault tests must prove safe are hit pr
 
 * ``in_transaction``: a worker child inside the rating transaction, everything written, no COMMIT;
 * ``after_commit``: a worker child after COMMIT, before the task returns (so before the ack);
-* ``relay_after_xadd``: the relay after XADD to the stream, before marking the rows published.
+* ``relay_after_xadd``: the relay after XADD to the stream, before marking the rows published;
+* ``rebuild_before_switch``: ``ratings rebuild`` after replaying the snapshot into uncommitted
+  rows, before taking the ladder's exclusive lock;
+* ``rebuild_after_switch``: ``ratings rebuild`` after the switch-over committed, before stamping
+  the ledger rows with the new policy version.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = frozenset({"in_transaction", "after_commit", "relay_after_xadd"})
+POINTS = frozenset({"in_transaction", "after_commit", "relay_after_xadd", "rebuild_before_switch",
+                    "rebuild_after_switch"})
 
 
 class FaultInjector:

@@ -11,6 +11,11 @@ The rating transaction (DESIGN.md, "What it does"):
    of the same match); its ``seq``, taken while the locks are held, is the apply order;
 4. rate with the engine, update the players, insert the history rows and one outbox row per
    player, ``NOTIFY`` the relay; commit.
+
+Before step 2 the transaction takes the ladder's advisory lock in shared mode and reads the
+ladder's row of ``ladders``: the policy in force and the current history generation. A rebuild
+(:mod:`worker.rebuild`) switches both under the exclusive form of that lock, so every match is
+rated either before the switch (and recomputed by the rebuild) or after it, under the new policy.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from psycopg.rows import dict_row
 
 from engine import PlayerState, RatingChange, RatingPolicy, rate
 from worker.mapping import to_engine_match
+from worker.policies import PolicyUnavailable, cached_policy, policy_from_content
 
 OUTBOX_CHANNEL = "ratings_outbox"
 LADDER_LOCK_CLASS = 7_401
@@ -37,9 +43,93 @@ switch-over takes it exclusive (``pg_advisory_xact_lock(LADDER_LOCK_CLASS, hasht
 EVENT_NAMESPACE = uuid.UUID("7d1c8f0e-3b7a-5c38-9a51-6f3e2b0d4c11")
 
 
+REBUILD_EVENT_NAMESPACE = uuid.uuid5(EVENT_NAMESPACE, "rebuild")
+
+
 def event_id_for(match_id: str, player_id: str) -> uuid.UUID:
     """Deterministic event id of the rating change of ``player_id`` in ``match_id`` (UUIDv5)."""
     return uuid.uuid5(EVENT_NAMESPACE, f"{match_id}\x1f{player_id}")
+
+
+def rebuild_event_id(rebuild_id: int, player_id: str) -> uuid.UUID:
+    """Deterministic event id of the ``rebuild`` event of ``player_id`` in rebuild ``rebuild_id``
+    (UUIDv5 in a namespace of its own, so it never equals a match's :func:`event_id_for`)."""
+    return uuid.uuid5(REBUILD_EVENT_NAMESPACE, f"{rebuild_id}\x1f{player_id}")
+
+
+@dataclass(frozen=True, slots=True)
+class LadderRecord:
+    """A ladder's row of ``ladders``: the policy version in force, the current history
+    ``generation`` (0 until the first rebuild), and the replay order: ``apply_order`` is
+    ``"applied"`` (ledger ``seq``) or ``"finished-at"`` (rows with ``seq <= order_boundary`` by
+    ``(finished_at, seq)``, then the rest by ``seq``)."""
+
+    ladder: str
+    policy_version: str
+    generation: int
+    apply_order: str
+    order_boundary: int | None
+
+
+def ladder_record(conn: psycopg.Connection | psycopg.Cursor, ladder: str) -> LadderRecord | None:
+    """The ladder's row of ``ladders``, or ``None`` when no policy was recorded for it yet."""
+    row = conn.execute(
+        "SELECT ladder, policy_version, generation, apply_order, order_boundary FROM ladders WHERE ladder = %s",
+        (ladder,),
+    ).fetchone()
+    return LadderRecord(*row) if row else None
+
+
+def stored_policy(conn: psycopg.Connection | psycopg.Cursor, version: str) -> RatingPolicy:
+    """The engine policy recorded as ``version`` in ``policies`` (cached per process).
+
+    Raises :class:`worker.policies.PolicyUnavailable` when the version is not recorded or its
+    content does not validate in this release.
+    """
+    policy = cached_policy(version)
+    if policy is not None:
+        return policy
+    row = conn.execute("SELECT content FROM policies WHERE version = %s", (version,)).fetchone()
+    if row is None:
+        raise PolicyUnavailable(f"policy version {version} is named in `ladders` but not recorded in `policies`")
+    return policy_from_content(version, row[0])
+
+
+def record_policy(conn: psycopg.Connection | psycopg.Cursor, ladder: str, policy: RatingPolicy,
+                  content: dict[str, Any]) -> None:
+    """Keep ``content`` as policy ``policy.version`` in ``policies`` (no-op when already there)."""
+    conn.execute(
+        "INSERT INTO policies (version, ladder, content) VALUES (%s, %s, %s) ON CONFLICT (version) DO NOTHING",
+        (policy.version, ladder, psycopg.types.json.Jsonb(content)),
+    )
+
+
+def policy_in_force(
+    cur: psycopg.Cursor, ladder: str, configured: RatingPolicy, content: dict[str, Any] | None = None
+) -> tuple[RatingPolicy, int]:
+    """The policy to rate ``ladder`` under now and the current history generation.
+
+    The version named in ``ladders`` wins (``configured`` when it is that version, else read from
+    ``policies``). A ladder with no row yet gets one for ``configured`` when its ``content`` is
+    given (the first worker to rate a ladder records its policy; a concurrent first one finds
+    that row); without ``content`` it is rated under ``configured``, generation 0. Call it inside
+    the rating transaction, after the ladder's shared advisory lock. Raises
+    :class:`worker.policies.PolicyUnavailable` (transient) when the recorded policy cannot be read.
+    """
+    record = ladder_record(cur, ladder)
+    if record is None:
+        if content is None or not configured.version:
+            return configured, 0
+        record_policy(cur, ladder, configured, content)
+        cur.execute(
+            "INSERT INTO ladders (ladder, policy_version) VALUES (%s, %s) ON CONFLICT (ladder) DO NOTHING",
+            (ladder, configured.version),
+        )
+        record = ladder_record(cur, ladder)
+        assert record is not None
+    if record.policy_version == configured.version:
+        return configured, record.generation
+    return stored_policy(cur, record.policy_version), record.generation
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +189,13 @@ def apply_match(
     policy: RatingPolicy,
     task_id: str | None = None,
     before_commit: Callable[[], None] | None = None,
+    content: dict[str, Any] | None = None,
 ) -> ApplyResult:
     """Apply one validated match (canonical JSON ``payload``) exactly once, in one transaction.
 
+    ``policy`` is the ladder's policy in this process's ladders file and ``content`` its canonical
+    content; the match is rated under the policy in force for the ladder (:func:`policy_in_force`),
+    which is ``policy`` unless a rebuild switched the ladder to another version.
     ``conn`` must be in autocommit mode (this function owns the transaction). Returns
     :class:`Applied`, :class:`Duplicate`, :class:`Conflict` or :class:`Redelivered`; a duplicate
     is recorded in ``duplicate_deliveries`` in the same transaction. ``before_commit`` runs inside
@@ -112,7 +206,7 @@ def apply_match(
     match = to_engine_match(payload)
     with conn.cursor() as cur:
         applied = _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, policy, task_id,
-                                        before_commit)
+                                        before_commit, content)
         if applied is not None:
             return applied
         # A concurrent delivery of the same match id committed first: our transaction was rolled
@@ -123,7 +217,8 @@ def apply_match(
         return existing
 
 
-def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, policy, task_id, before_commit):
+def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, policy, task_id, before_commit,
+                          content=None):
     """The rating transaction; ``None`` if a concurrent delivery of the match id won the race."""
     match_id = payload["match_id"]
     ladder = payload["ladder"]
@@ -132,8 +227,10 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
         existing = _check_existing(cur, match_id, payload_hash, task_id)
         if existing is not None:
             return existing
-        # A rebuild of this ladder holds the exclusive form while it switches over.
+        # A rebuild of this ladder holds the exclusive form while it switches over. The policy and
+        # generation are read by the next statement, so after the lock (a fresh snapshot).
         cur.execute("SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s))", (LADDER_LOCK_CLASS, ladder))
+        policy, generation = policy_in_force(cur, ladder, policy, content)
         cur.execute(
             """
             INSERT INTO players (ladder, player_id, rating, peak_rating)
@@ -146,18 +243,19 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
         lock_started = time.perf_counter()
         rows = cur.execute(
             """
-            SELECT player_id, rating, games_played, last_finished_at, peak_rating, season FROM players
+            SELECT player_id, rating, games_played, last_finished_at, peak_rating, season, rebuild_events
+              FROM players
              WHERE ladder = %s AND player_id = ANY(%s)
              ORDER BY player_id COLLATE "C" FOR UPDATE
             """,
             (ladder, player_ids),
         ).fetchall()
         lock_wait = time.perf_counter() - lock_started
-        state = {pid: (rating, games, last) for pid, rating, games, last, _, _ in rows}
+        state = {pid: (games, last, rebuilds) for pid, _, games, last, _, _, rebuilds in rows}
         players = {
-            pid: PlayerState(rating, games, peak, season) for pid, rating, games, _, peak, season in rows
+            pid: PlayerState(rating, games, peak, season) for pid, rating, games, _, peak, season, _ in rows
         }
-        out_of_order = any(last is not None and finished_at < last for _, _, last in state.values())
+        out_of_order = any(last is not None and finished_at < last for _, last, _ in state.values())
         inserted = cur.execute(
             """
             INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, task_id,
@@ -175,8 +273,9 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
         occurred_at = datetime.now(UTC)
         player_rows, history_rows, outbox_rows = [], [], []
         for change in changes:
-            _, games, last = state[change.player_id]
-            sequence = games + 1
+            games, _, rebuilds = state[change.player_id]
+            sequence = games + 1  # the player's n-th match on the ladder: the history row's sequence
+            event_sequence = sequence + rebuilds  # each rebuild that changed the rating took a number too
             event_id = event_id_for(match_id, change.player_id)
             player_rows.append(
                 {
@@ -194,7 +293,7 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
             history_rows.append(
                 (seq, match_id, ladder, change.player_id, sequence, change.rating_before,
                  change.rating_after, change.expected_score, change.actual_score, change.k_factor,
-                 change.result, event_id, occurred_at)
+                 change.result, event_id, occurred_at, generation, policy.version or None)
             )
             event = {
                 "schema_version": 1,
@@ -209,7 +308,7 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
                 "expected_score": change.expected_score,
                 "actual_score": change.actual_score,
                 "k_factor": change.k_factor,
-                "sequence": sequence,
+                "sequence": event_sequence,
                 "games_played": sequence,
                 "out_of_order": out_of_order,
                 "occurred_at": occurred_at.isoformat(),
@@ -232,8 +331,8 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
             """
             INSERT INTO rating_changes (ledger_seq, match_id, ladder, player_id, sequence,
                 rating_before, rating_after, expected_score, actual_score, k_factor, result,
-                event_id, occurred_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                event_id, occurred_at, generation, policy_version)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
             """,
             history_rows,
         )
@@ -251,7 +350,7 @@ def record_policies(conn: psycopg.Connection, policies: dict[str, tuple[str, dic
     with conn.transaction():
         for ladder, (version, content) in policies.items():
             conn.execute(
-                "INSERT INTO policies (version, ladder, content) VALUES (%s, %s, %s) ON CONFLICT (version, ladder) DO NOTHING",
+                "INSERT INTO policies (version, ladder, content) VALUES (%s, %s, %s) ON CONFLICT (version) DO NOTHING",
                 (version, ladder, psycopg.types.json.Jsonb(content)),
             )
 
@@ -346,13 +445,14 @@ def counts(conn: psycopg.Connection) -> Counts:
 
 
 def leaderboard(conn: psycopg.Connection, ladder: str, top: int | None = None) -> list[dict[str, Any]]:
-    """Players of ``ladder`` by rating (highest first): rank, player_id, rating, games, wins,
-    draws, losses, win_pct (wins / games × 100), peak_rating."""
+    """Players of ``ladder`` by rating (highest first, ties share a rank): rank, player_id,
+    rating, games, wins, draws, losses, win_pct ((wins + draws / 2) / games × 100, one decimal: a
+    draw counts as half a win), peak_rating. ``top``: only the first N rows (all when ``None``)."""
     rows = conn.cursor(row_factory=dict_row).execute(
         """
         SELECT rank() OVER (ORDER BY rating DESC) AS rank, player_id, rating,
                games_played AS games, wins, draws, losses,
-               round(100.0 * wins / nullif(games_played, 0), 1) AS win_pct, peak_rating
+               round(100.0 * (wins + 0.5 * draws) / nullif(games_played, 0), 1) AS win_pct, peak_rating
           FROM players WHERE ladder = %s
          ORDER BY rating DESC, player_id COLLATE "C" LIMIT %s
         """,
@@ -362,25 +462,57 @@ def leaderboard(conn: psycopg.Connection, ladder: str, top: int | None = None) -
 
 
 def history(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[str, Any]]:
-    """Rating history of one player on one ladder, oldest first."""
+    """Rating history of one player on one ladder, oldest first: the rows of the ladder's current
+    generation (a rebuild's history once it switched over); ``sequence`` is the player's n-th match."""
     return conn.cursor(row_factory=dict_row).execute(
         """
         SELECT rc.sequence, rc.match_id, l.finished_at, rc.result, rc.rating_before,
                rc.rating_after, rc.rating_after - rc.rating_before AS delta,
                rc.expected_score, rc.actual_score, rc.k_factor
           FROM rating_changes rc JOIN ledger l ON l.seq = rc.ledger_seq
-         WHERE rc.ladder = %s AND rc.player_id = %s ORDER BY rc.sequence
+         WHERE rc.ladder = %(ladder)s AND rc.player_id = %(player)s
+           AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)
+         ORDER BY rc.sequence
         """,
-        (ladder, player_id),
+        {"ladder": ladder, "player": player_id},
     ).fetchall()
 
 
-def iter_ledger(conn: psycopg.Connection, ladder: str, batch_size: int = 5000) -> Iterator[dict[str, Any]]:
-    """Stream the ladder's ledger payloads in apply order, through a server-side cursor."""
+LEDGER_ORDER = {
+    "applied": "ORDER BY seq",
+    "finished-at": "ORDER BY seq > %(boundary)s, CASE WHEN seq <= %(boundary)s THEN finished_at END, seq",
+}
+"""SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed);
+``finished-at`` sorts the rows up to a rebuild's snapshot (``seq <= boundary``) by
+``(finished_at, seq)`` and appends the later ones by ``seq``."""
+
+
+def iter_ledger_rows(
+    conn: psycopg.Connection, ladder: str, order: str, boundary: int | None = None,
+    where: str = "", params: dict[str, Any] | None = None, batch_size: int = 5000,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Stream ``(seq, payload)`` of the ladder's ledger in ``order`` (a key of :data:`LEDGER_ORDER`)
+    through a server-side cursor; ``where`` adds a condition (SQL with named ``params``).
+
+    Raises ``KeyError`` for an unknown order.
+    """
+    sql = f"SELECT seq, payload FROM ledger WHERE ladder = %(ladder)s {where} {LEDGER_ORDER[order]}"
     with conn.transaction(), conn.cursor(name="ledger_replay") as cur:
         cur.itersize = batch_size
-        cur.execute("SELECT payload FROM ledger WHERE ladder = %s ORDER BY seq", (ladder,))
-        for (payload,) in cur:
+        cur.execute(sql, {"ladder": ladder, "boundary": boundary, **(params or {})})
+        yield from cur
+
+
+def iter_ledger(conn: psycopg.Connection, ladder: str, batch_size: int = 5000) -> Iterator[dict[str, Any]]:
+    """Stream the ladder's ledger payloads in its replay order, through a server-side cursor.
+
+    The replay order is the apply order (``seq``) unless a rebuild recorded another one in
+    ``ladders`` (``--order finished-at``); ``verify`` and rebuilds replay in this order.
+    """
+    with conn.transaction():
+        record = ladder_record(conn, ladder)
+        order, boundary = (record.apply_order, record.order_boundary) if record else ("applied", None)
+        for _, payload in iter_ledger_rows(conn, ladder, order, boundary, batch_size=batch_size):
             yield payload
 
 
@@ -446,3 +578,213 @@ def claim_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, s
 def mark_published(conn: psycopg.Connection, ids: Sequence[int]) -> None:
     """Mark outbox rows published (inside the transaction that claimed them)."""
     conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY(%s)", (list(ids),))
+
+
+# ---------------------------------------------------------------------------- rebuilds (worker/rebuild.py)
+
+REBUILD_LOCK_CLASS = 7_402
+"""First key of the session advisory lock a rebuild holds on its ladder from start to end
+(``pg_try_advisory_lock(REBUILD_LOCK_CLASS, hashtext(ladder))``): one rebuild per ladder."""
+
+REBUILD_HISTORY_COPY = (
+    "COPY rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, rating_after, "
+    "expected_score, actual_score, k_factor, result, event_id, occurred_at, generation, policy_version) FROM STDIN"
+)
+"""COPY statement for a rebuild's history rows (the column order of ``worker.rebuild.history_row``)."""
+
+
+def try_rebuild_lock(conn: psycopg.Connection, ladder: str) -> bool:
+    """Take the ladder's rebuild lock for this session; False when another session holds it."""
+    return conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (REBUILD_LOCK_CLASS, ladder)).fetchone()[0]
+
+
+def lock_ladder_exclusively(conn: psycopg.Connection, ladder: str) -> None:
+    """Take the ladder's advisory lock in exclusive mode until the end of the transaction: wait for
+    every rating transaction of the ladder in flight, and hold new ones off. Raises
+    ``psycopg.errors.LockNotAvailable`` past the session's ``lock_timeout``."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LADDER_LOCK_CLASS, ladder))
+
+
+def start_rebuild(conn: psycopg.Connection, ladder: str, requested_by: str, order: str, policy_version: str,
+                  previous: LadderRecord | None) -> int:
+    """Close the ladder's rebuilds whose process ended (``running``: failed, nothing changed;
+    ``switched``: done, ledger stamping unfinished), insert a ``running`` row; return its id.
+    Call it holding the ladder's rebuild lock."""
+    conn.execute(
+        """UPDATE rebuilds SET status = CASE status WHEN 'running' THEN 'failed' ELSE 'done' END,
+                  finished_at = now(),
+                  error = coalesce(error, CASE status
+                      WHEN 'running' THEN 'abandoned: its process ended before the switch-over; nothing was changed'
+                      ELSE 'its process ended after the switch-over, before stamping every ledger row' END)
+            WHERE ladder = %s AND status IN ('running', 'switched')""",
+        (ladder,),
+    )
+    return conn.execute(
+        """INSERT INTO rebuilds (ladder, requested_by, apply_order, policy_version, previous_policy_version,
+                                 previous_generation)
+           VALUES (%s, %s, %s, %s, %s, %s) RETURNING id""",
+        (ladder, requested_by, order, policy_version, previous.policy_version if previous else None,
+         previous.generation if previous else 0),
+    ).fetchone()[0]
+
+
+def fail_rebuild(conn: psycopg.Connection, rebuild_id: int, error: str) -> None:
+    """Record ``error`` on a rebuild; a ``running`` one becomes ``failed`` (a switched one stays)."""
+    conn.execute(
+        """UPDATE rebuilds SET status = CASE status WHEN 'running' THEN 'failed' ELSE status END,
+                  finished_at = now(), error = %s WHERE id = %s""",
+        (error[:2000], rebuild_id),
+    )
+
+
+def ledger_last_seq(conn: psycopg.Connection, ladder: str) -> int:
+    """The highest ``seq`` of the ladder's ledger (0 when empty): one index probe."""
+    return conn.execute("SELECT coalesce(max(seq), 0) FROM ledger WHERE ladder = %s", (ladder,)).fetchone()[0]
+
+
+def ledger_count(conn: psycopg.Connection, ladder: str, up_to_seq: int) -> int:
+    """How many rows of the ladder's ledger have ``seq <= up_to_seq``."""
+    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s", (ladder, up_to_seq)).fetchone()[0]
+
+
+def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int,
+                      up_to_seq: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """``(seq, payload)`` of the ladder's ledger rows with ``after_seq < seq <= up_to_seq`` (no upper
+    bound when ``None``), by ``seq``."""
+    return conn.execute(
+        """SELECT seq, payload FROM ledger
+            WHERE ladder = %s AND seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq""",
+        (ladder, after_seq, up_to_seq, up_to_seq),
+    ).fetchall()
+
+
+REBUILD_STAGING_COLUMNS = ("player_id", "rating", "games_played", "wins", "draws", "losses", "peak_rating", "season",
+                           "event_id", "last_match_id", "expected_score", "actual_score", "k_factor")
+"""Columns of the temporary ``rebuild_players`` table: a player's replayed standing, the id of the
+``rebuild`` event that would announce a change, and the player's last match in the new history."""
+
+
+def create_rebuild_staging(conn: psycopg.Connection) -> None:
+    """The temporary table ``rebuild_players`` (dropped at commit) for a rebuild's new standings."""
+    conn.execute(
+        """CREATE TEMP TABLE rebuild_players (
+               player_id text PRIMARY KEY, rating double precision NOT NULL, games_played integer NOT NULL,
+               wins integer NOT NULL, draws integer NOT NULL, losses integer NOT NULL,
+               peak_rating double precision NOT NULL, season text,
+               event_id uuid NOT NULL, last_match_id text NOT NULL, expected_score double precision NOT NULL,
+               actual_score double precision NOT NULL, k_factor double precision NOT NULL) ON COMMIT DROP"""
+    )
+
+
+def stage_players(conn: psycopg.Connection, rows: Sequence[tuple], upsert: bool = False) -> None:
+    """Write rows of :data:`REBUILD_STAGING_COLUMNS` into ``rebuild_players``: COPY, or ``upsert``
+    over rows already staged."""
+    columns = ", ".join(REBUILD_STAGING_COLUMNS)
+    if not upsert:
+        with conn.cursor().copy(f"COPY rebuild_players ({columns}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in REBUILD_STAGING_COLUMNS[1:])
+    conn.cursor().executemany(
+        f"""INSERT INTO rebuild_players ({columns}) VALUES ({", ".join(["%s"] * len(REBUILD_STAGING_COLUMNS))})
+            ON CONFLICT (player_id) DO UPDATE SET {updates}""",
+        rows,
+    )
+
+
+def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime) -> tuple[int, int]:
+    """The swap, in one statement: write the staged standings over the ladder's ``players`` rows
+    that differ, and put one ``rebuild`` rating-changed event in the outbox for each player whose
+    rating changed (:class:`schemas.RatingChanged`: ``rating_before`` the stored rating, the
+    player's next event sequence, ``match_id``/``expected_score``/``actual_score``/``k_factor`` of
+    the player's last match in the new history); wake the relay. Returns ``(rows written, events)``.
+    Call it holding the ladder's exclusive lock (the old values are read in the same statement).
+    """
+    conn.execute("SET LOCAL extra_float_digits = 3")  # float8 -> jsonb keeps every bit (shortest exact form)
+    written, events = conn.execute(
+        """
+        WITH written AS (
+            UPDATE players p
+               SET rating = n.rating, games_played = n.games_played, wins = n.wins, draws = n.draws,
+                   losses = n.losses, peak_rating = n.peak_rating, season = n.season,
+                   rebuild_events = p.rebuild_events + (n.rating <> o.rating)::int, updated_at = now()
+              FROM rebuild_players n, players o
+             WHERE p.ladder = %(ladder)s AND p.player_id = n.player_id
+               AND o.ladder = p.ladder AND o.player_id = p.player_id
+               AND (o.rating, o.games_played, o.wins, o.draws, o.losses, o.peak_rating, o.season)
+                   IS DISTINCT FROM (n.rating, n.games_played, n.wins, n.draws, n.losses, n.peak_rating, n.season)
+            RETURNING p.player_id, o.rating AS rating_before, p.rating AS rating_after, p.games_played,
+                      p.games_played + p.rebuild_events AS sequence
+        ), events AS (
+            INSERT INTO outbox (event_id, payload)
+            SELECT n.event_id, jsonb_build_object(
+                       'schema_version', 1, 'event_id', n.event_id::text, 'reason', 'rebuild',
+                       'match_id', n.last_match_id, 'ladder', %(ladder)s::text, 'player_id', w.player_id,
+                       'rating_before', w.rating_before, 'rating_after', w.rating_after,
+                       'delta', w.rating_after - w.rating_before, 'expected_score', n.expected_score,
+                       'actual_score', n.actual_score, 'k_factor', n.k_factor, 'sequence', w.sequence,
+                       'games_played', w.games_played, 'out_of_order', false, 'occurred_at', %(occurred_at)s::text)
+              FROM written w JOIN rebuild_players n USING (player_id)
+             WHERE w.rating_before <> w.rating_after
+             ORDER BY w.player_id COLLATE "C"
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM events)
+        """,
+        {"ladder": ladder, "occurred_at": occurred_at.isoformat()},
+    ).fetchone()
+    if events:
+        conn.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
+    return written, events
+
+
+def stamp_ledger(conn: psycopg.Connection, ladder: str, version: str, after_seq: int,
+                 up_to_seq: int | None = None) -> int:
+    """Set ``policy_version`` on the ladder's ledger rows with ``after_seq < seq <= up_to_seq``
+    (no upper bound when ``None``) that name another version; return how many."""
+    return conn.execute(
+        """UPDATE ledger SET policy_version = %(version)s
+            WHERE ladder = %(ladder)s AND seq > %(low)s AND (%(high)s::bigint IS NULL OR seq <= %(high)s)
+              AND policy_version IS DISTINCT FROM %(version)s""",
+        {"version": version, "ladder": ladder, "low": after_seq, "high": up_to_seq},
+    ).rowcount
+
+
+def set_ladder_record(conn: psycopg.Connection, ladder: str, version: str, generation: int, order: str,
+                      boundary: int | None) -> None:
+    """Make ``version``, ``generation`` and the replay order current for ``ladder`` (the switch)."""
+    conn.execute(
+        """
+        INSERT INTO ladders (ladder, policy_version, generation, apply_order, order_boundary)
+        VALUES (%(ladder)s, %(version)s, %(generation)s, %(order)s, %(boundary)s)
+        ON CONFLICT (ladder) DO UPDATE SET policy_version = EXCLUDED.policy_version,
+            generation = EXCLUDED.generation, apply_order = EXCLUDED.apply_order,
+            order_boundary = EXCLUDED.order_boundary, updated_at = now()
+        """,
+        {"ladder": ladder, "version": version, "generation": generation, "order": order, "boundary": boundary},
+    )
+
+
+def update_rebuild(conn: psycopg.Connection, rebuild_id: int, **fields: Any) -> None:
+    """Set columns of a ``rebuilds`` row; ``status='switched'`` or ``'done'`` also stamps its time."""
+    allowed = {"status", "snapshot_seq", "matches_replayed", "catch_up_matches", "players", "players_changed",
+               "events_emitted", "ledger_rows_stamped", "lock_wait_seconds", "lock_held_seconds", "duration_seconds"}
+    unknown = set(fields) - allowed
+    if unknown:
+        raise ValueError(f"not a rebuilds column: {sorted(unknown)}")
+    sets = [f"{name} = %({name})s" for name in fields]
+    if fields.get("status") == "switched":
+        sets.append("switched_at = now()")
+    if fields.get("status") == "done":
+        sets.append("finished_at = now()")
+    conn.execute(f"UPDATE rebuilds SET {', '.join(sets)} WHERE id = %(id)s", {**fields, "id": rebuild_id})
+
+
+def rebuilds(conn: psycopg.Connection, ladder: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    """The latest rows of ``rebuilds`` (newest first), of ``ladder`` or of every ladder."""
+    return conn.cursor(row_factory=dict_row).execute(
+        """SELECT * FROM rebuilds WHERE (%(ladder)s::text IS NULL OR ladder = %(ladder)s)
+            ORDER BY id DESC LIMIT %(limit)s""",
+        {"ladder": ladder, "limit": limit},
+    ).fetchall()

@@ -83,11 +83,19 @@ def open_pool(settings: Settings) -> ConnectionPool:
 
 
 class RatingService:
-    """Applies match-finished messages to the ladders in ``policies`` through ``pool``."""
+    """Applies match-finished messages to the ladders in ``policies`` through ``pool``.
 
-    def __init__(self, pool: ConnectionPool, policies: dict[str, RatingPolicy], settings: Settings):
+    ``policies`` maps each configured ladder to its policy in the ladders file and ``contents`` to
+    that policy's canonical content (:func:`worker.policies.ladder_contents`), which is recorded as
+    the ladder's policy in force the first time a match of the ladder is rated. A match is rated
+    under the policy in force (:func:`worker.repository.policy_in_force`), which a rebuild switches.
+    """
+
+    def __init__(self, pool: ConnectionPool, policies: dict[str, RatingPolicy], settings: Settings,
+                 contents: dict[str, dict[str, Any]] | None = None):
         self.pool = pool
         self.policies = policies
+        self.contents = contents or {}
         self.settings = settings
         self.faults = FaultInjector(settings.fault_injection)
         stamina.instrumentation.set_on_retry_hooks([_log_retry])
@@ -155,7 +163,7 @@ class RatingService:
                 with attempt, self.pool.connection() as conn:
                     result = repository.apply_match(
                         conn, payload, payload_hash, match.finished_at, policy, task_id,
-                        before_commit=self._before_commit,
+                        before_commit=self._before_commit, content=self.contents.get(match.ladder),
                     )
         except (*TRANSIENT_ERRORS, SoftTimeLimitExceeded):
             raise

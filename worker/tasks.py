@@ -15,6 +15,7 @@ from worker import observability
 
 from worker.celery_app import app
 from worker.ladders import load_ladders
+from worker.policies import ladder_contents
 from worker.service import TRANSIENT_ERRORS, RatingService, open_pool
 from worker.settings import get_settings
 
@@ -29,7 +30,8 @@ def get_service() -> RatingService:
     global _service, _service_pid
     if _service is None or _service_pid != os.getpid():
         settings = get_settings()
-        _service = RatingService(open_pool(settings), load_ladders(settings.ladders_file), settings)
+        _service = RatingService(open_pool(settings), load_ladders(settings.ladders_file), settings,
+                                 ladder_contents(settings.ladders_file))
         _service_pid = os.getpid()
     return _service
 

@@ -24,6 +24,13 @@ class VerifyResult:
     matches: int
     players: int
     differences: list[tuple[str, tuple[float, int] | None, tuple[float, int] | None]] = field(default_factory=list)
+    policy_version: str = ""
+    """The version replayed under: the policy in force for the ladder (recorded in ``ladders``)."""
+    configured_version: str = ""
+    """The version of the policy passed in (the ladders file's); differs from ``policy_version``
+    until ``ratings rebuild`` switches the ladder to it."""
+    apply_order: str = "applied"
+    """The replay order recorded for the ladder (``applied`` or ``finished-at``)."""
 
     @property
     def ok(self) -> bool:
@@ -32,11 +39,17 @@ class VerifyResult:
 
 
 def verify_ladder(conn: psycopg.Connection, ladder: str, policy: RatingPolicy) -> VerifyResult:
-    """Fold the engine over ``ladder``'s ledger in apply order from the initial ratings and compare
-    with the ``players`` table (ratings compared with ``==``: the replay is bit-exact).
+    """Fold the engine over ``ladder``'s ledger in its replay order from the initial ratings and
+    compare with the ``players`` table (ratings compared with ``==``: the replay is bit-exact).
 
-    The ledger and the players are read in one REPEATABLE READ transaction (one snapshot), so the
-    check is exact while workers keep applying matches. ``conn`` must not be inside a transaction.
+    The replay runs under the policy in force for the ladder (the version recorded in ``ladders``,
+    which workers rate under and ``ratings rebuild`` switches), or under ``policy`` (the ladders
+    file's) for a ladder with no recorded policy. The replay order is the apply order, or the
+    one a rebuild recorded (``--order finished-at``). The ledger, the ladder's record and the
+    players are read in one REPEATABLE READ transaction (one snapshot), so the check is exact while
+    workers keep applying matches and while a rebuild switches over. ``conn`` must not be inside a
+    transaction. Raises :class:`worker.policies.PolicyUnavailable` when the recorded policy cannot
+    be read by this release.
     """
     count = 0
 
@@ -50,8 +63,12 @@ def verify_ladder(conn: psycopg.Connection, ladder: str, policy: RatingPolicy) -
     conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     try:
         with conn.transaction():
+            record = repository.ladder_record(conn, ladder)
+            in_force = policy
+            if record is not None and record.policy_version != policy.version:
+                in_force = repository.stored_policy(conn, record.policy_version)
             stored = repository.stored_standings(conn, ladder)
-            replayed = replay(matches(), policy)
+            replayed = replay(matches(), in_force)
     finally:
         conn.isolation_level = saved
     differences = []
@@ -60,4 +77,5 @@ def verify_ladder(conn: psycopg.Connection, ladder: str, policy: RatingPolicy) -
         have = stored.get(pid)
         if want != have:
             differences.append((pid, have, want))
-    return VerifyResult(ladder, count, len(stored), differences)
+    return VerifyResult(ladder, count, len(stored), differences, in_force.version, policy.version,
+                        record.apply_order if record else "applied")

@@ -25,7 +25,7 @@ from worker.settings import get_settings
 
 pytestmark = pytest.mark.integration
 
-TABLES = "ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters"
+TABLES = "ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters, ladders, policies, rebuilds"
 
 
 def _with_dbname(url: str, dbname: str) -> str:

@@ -2,11 +2,10 @@
 -- Policies are versioned configuration: each applied match records the content hash of the
 -- policy it was rated under, and the policy's canonical content is kept once per version.
 CREATE TABLE policies (
-    version     text        NOT NULL,
+    version     text        PRIMARY KEY,
     ladder      text        NOT NULL,
     content     jsonb       NOT NULL,
-    first_used  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (version, ladder)
+    first_used  timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE ledger ADD COLUMN policy_version text;
 
