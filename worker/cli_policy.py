@@ -32,8 +32,9 @@ def _without_nulls(content: Any) -> Any:
     return content
 
 
-def _ledger_versions(ladder: str) -> list[tuple[str | None, int]] | None:
-    """``(policy_version, matches)`` for ``ladder`` from the ledger, or ``None`` without a database."""
+def _database_view(ladder: str) -> tuple[str | None, list[tuple[str | None, int]]] | None:
+    """``(version in force, [(policy_version, matches), ...])`` for ``ladder`` from the database,
+    or ``None`` without a reachable, migrated database."""
     url = get_settings().database_url
     if not url:
         return None
@@ -41,10 +42,12 @@ def _ledger_versions(ladder: str) -> list[tuple[str | None, int]] | None:
 
     try:
         with psycopg.connect(url, connect_timeout=3) as conn:
-            return conn.execute(
+            row = conn.execute("SELECT policy_version FROM ladders WHERE ladder = %s", (ladder,)).fetchone()
+            counts = conn.execute(
                 "SELECT policy_version, count(*) FROM ledger WHERE ladder = %s GROUP BY 1 ORDER BY min(seq)",
                 (ladder,),
             ).fetchall()
+            return (row[0] if row else None), counts
     except psycopg.Error:
         return None
 
@@ -54,8 +57,9 @@ def show(
     ladder: Annotated[Optional[str], typer.Option(help="Only this ladder (default: every configured ladder).")] = None,
     file: Annotated[Optional[Path], typer.Option(help="Show a policy file instead of the configured ladders.")] = None,
 ) -> None:
-    """Print the active policy of each ladder: its version (content hash), source file and every
-    setting with defaults filled in (TOML); with a database configured, matches per policy version."""
+    """Print each ladder's policy in the ladders file: its version (content hash), source file and
+    every setting with defaults filled in (TOML). With a database configured, also the version in
+    force (the one workers rate under; `ratings rebuild` switches it) and matches per version."""
     import tomli_w
 
     from worker.policy_config import PolicyConfigError, load_policy
@@ -79,7 +83,20 @@ def show(
             console.print(f"  {item.config.description}")
         console.print(tomli_w.dumps(_without_nulls(item.config.canonical())), markup=False, highlight=False)
         if file is None:
-            versions = _ledger_versions(name)
+            view = _database_view(name)
+            if view is None:
+                continue
+            in_force, versions = view
+            if in_force is None:
+                console.print("in force: none recorded yet (the first match rated records this file's policy)")
+            elif in_force == item.version:
+                console.print(f"in force: [cyan]{in_force}[/cyan] (this file's policy)")
+            else:
+                console.print(
+                    f"[yellow]in force: {in_force}[/yellow], not this file's {item.version}: workers keep rating "
+                    f"under {in_force} until `ratings rebuild --ladder {name}` switches to the file's policy "
+                    f"(`ratings policy diff version:{in_force} ladder:{name}` shows what would change)"
+                )
             if versions:
                 table = Table("policy version", "matches in the ledger", title=f"{name}: ledger by policy version")
                 for version, count in versions:

@@ -105,7 +105,8 @@ def test_rich_policies_through_the_worker(clean, policy_env) -> None:
 
     show = subprocess.run([sys.executable, "-m", "worker", "policy", "show", "--ladder", "league"], env=environ,
                           capture_output=True, text=True, timeout=60)
-    assert show.returncode == 0 and loaded["league"].version in show.stdout and "15" in show.stdout
+    assert show.returncode == 0 and loaded["league"].version in show.stdout and "30" in show.stdout
+    assert "(this file's policy)" in show.stdout
 
 
 def test_policies_are_recorded_and_diffable_by_version(clean, policy_env, tmp_path) -> None:
