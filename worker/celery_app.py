@@ -48,7 +48,7 @@ def configure(app: Celery, settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         task_time_limit=settings.task_time_limit,
         task_soft_time_limit=max(1, int(settings.task_time_limit * 0.8)),
-        worker_prefetch_multiplier=settings.prefetch_multiplier,
+        worker_prefetch_multiplier=settings.reserved_per_child,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,

@@ -41,7 +41,7 @@ FIGURES: list[dict] = []
 FAULT_SETTINGS = {
     # Short enough that a lost worker's messages come back within the scenario's time bound.
     "RATINGS_VISIBILITY_TIMEOUT": "20",
-    "RATINGS_TASK_TIME_LIMIT": "15",
+    "RATINGS_TASK_TIME_LIMIT": "9",  # batching: the visibility timeout must exceed 2 x this
     "RATINGS_RESTORE_INTERVAL": "2",
     "RATINGS_PREFETCH_MULTIPLIER": "4",
 }
