@@ -198,12 +198,7 @@ class Batcher:
         """The child returned: acknowledge each message whose outcome committed, requeue the others."""
         with self._lock:
             self.in_flight -= 1
-            for request, verdict in zip(batch, verdicts):
-                if verdict == ACK:
-                    request.acknowledge()
-                else:
-                    request.reject(requeue=True)
-                worker_state.task_ready(request)
+            self._settle(batch, verdicts)
             self._flush()
 
     def _failed(self, batch: list, exc_info: Any) -> None:
@@ -212,10 +207,32 @@ class Batcher:
             self.in_flight -= 1
             log.error("batch of %d lost (%s); requeueing its messages", len(batch),
                       getattr(exc_info, "exception", exc_info))
-            for request in batch:
-                request.reject(requeue=True)
-                worker_state.task_ready(request)
+            self._settle(batch, [REQUEUE] * len(batch))
             self._flush()
+
+    def _settle(self, batch: list, verdicts: list[str]) -> None:
+        """Acknowledge or requeue each message of ``batch`` by its verdict, on its own channel.
+
+        After a lost broker connection (this batcher retired) the channel is gone: nothing is sent,
+        and the transport returns the messages after the visibility timeout (redeliveries of
+        committed messages are counted once). A failed acknowledgement is logged, never raised:
+        it must not stop the worker, and the message comes back the same way.
+        """
+        for request, verdict in zip(batch, verdicts):
+            worker_state.task_ready(request)
+            if self.retired:
+                continue
+            try:
+                if verdict == ACK:
+                    request.acknowledge()
+                else:
+                    request.reject(requeue=True)
+            except Exception as exc:  # noqa: BLE001 - e.g. the channel closed under us
+                log.warning("could not %s message %s (%s: %s); the broker redelivers it", verdict, request.id,
+                            type(exc).__name__, exc)
+        if self.retired:
+            log.warning("%d message(s) of a closed consumer left unacknowledged; the broker redelivers them",
+                        len(batch))
 
 
 def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str]:
