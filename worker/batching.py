@@ -143,10 +143,15 @@ class Batcher:
             eventer=self.consumer.event_dispatcher, task=self.task,
             connection_errors=self.consumer.connection_errors, body=body, headers=headers, decoded=decoded, utc=utc,
         )
-        worker_state.task_reserved(request)
         if callbacks:
             for callback in callbacks:
                 callback(request)
+        self.add(request)
+
+    def add(self, request) -> None:
+        """Buffer one request (anything with ``id``, ``args``, ``kwargs``, ``acknowledge()`` and
+        ``reject(requeue=)``); flush when the batch is full, or soon when a child is free."""
+        worker_state.task_reserved(request)
         with self._lock:
             self.buffer.append(request)
             if self.in_flight >= self.slots:
