@@ -12,14 +12,14 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 
 def kill_every(batch_size: int) -> int:
-    """Fault injection counts transactions: every 37th match alone, every 3rd batch when batched (a
+    """Fault injection counts transactions: every 37th match alone, every 2nd batch when batched (a
     batch holds many matches, and a child killed on its 37th match of a batch would never get past it)."""
-    return 37 if batch_size == 1 else 3
+    return 37 if batch_size == 1 else 2
 
 
 def test_a_worker_child_killed_inside_the_rating_transaction_loses_nothing(cluster_factory, batch_size):
     """SIGKILL inside the transaction (all rows written, no COMMIT), every 37th transaction (every
-    3rd when batched): the transaction rolls back, the messages are redelivered and each is
+    2nd when batched): the transaction rolls back, the messages are redelivered and each is
     applied exactly once."""
     every = kill_every(batch_size)
     cluster = cluster_factory("kill-in-transaction", {"RATINGS_FAULT_INJECTION": f"in_transaction:every={every}"}).start()
@@ -33,7 +33,7 @@ def test_a_worker_child_killed_inside_the_rating_transaction_loses_nothing(clust
 
 
 def test_a_worker_child_killed_after_commit_before_the_ack_applies_once(cluster_factory, batch_size):
-    """SIGKILL after COMMIT but before the ack, every 37th transaction (every 3rd when batched): the
+    """SIGKILL after COMMIT but before the ack, every 37th transaction (every 2nd when batched): the
     redelivered messages find their own task ids in the ledger and are neither applied again nor
     counted as duplicates."""
     every = kill_every(batch_size)
