@@ -260,6 +260,8 @@ class BatchMatch:
     task_id: str | None
     raw_body: str | None = None
     """The message as received (kept verbatim if it turns out to be a conflicting duplicate)."""
+    payload_json: str | None = None
+    """``payload`` as JSON text (the canonical JSON), if the caller has it: stored in the ledger."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +359,7 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
     stored: dict[str, tuple[str, str | None]] = {}
     if match_ids:
         stored = {mid: (h, t) for mid, h, t in cur.execute(
-            "SELECT match_id, payload_hash, task_id FROM ledger WHERE match_id = ANY(%s)", (match_ids,))}
+            "SELECT match_id, payload_hash, task_id FROM ledger WHERE match_id = ANY(%b)", (match_ids,))}
 
     # 1. classify in queue order
     seen_tasks: set[str] = set()
@@ -400,7 +402,7 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
     if duplicates:
         rows = cur.execute(
             """INSERT INTO duplicate_deliveries (match_id, task_id)
-               SELECT m, t FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(m, t, n) ORDER BY n
+               SELECT m, t FROM unnest(%b::text[], %b::text[]) WITH ORDINALITY AS u(m, t, n) ORDER BY n
                ON CONFLICT (task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING task_id""",
             ([entries[i].payload["match_id"] for i in duplicates], [entries[i].task_id for i in duplicates]),
         ).fetchall()
@@ -413,7 +415,7 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
         rows = cur.execute(
             """INSERT INTO dead_letters (reason_code, detail, match_id, raw_body, raw_encoding, task_id)
                SELECT r, d, m, b, e, t
-                 FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+                 FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
                       WITH ORDINALITY AS u(r, d, m, b, e, t, n) ORDER BY n
                ON CONFLICT (task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING task_id""",
             ([d[1] for d in dead], [d[2].replace("\x00", "\\x00") for d in dead], [d[4] for d in dead],
@@ -425,7 +427,7 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
     if redelivered_applied:
         cur.execute(
             """UPDATE ledger l SET redeliveries = l.redeliveries + u.n
-                 FROM (SELECT m, count(*)::int AS n FROM unnest(%s::text[]) AS m GROUP BY m) AS u
+                 FROM (SELECT m, count(*)::int AS n FROM unnest(%b::text[]) AS m GROUP BY m) AS u
                 WHERE l.match_id = u.m""",
             (redelivered_applied,),
         )
@@ -446,12 +448,12 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     ladders = sorted(policies)
     order = sorted(keys)  # (ladder, player_id): Python compares code points, as COLLATE "C" (UTF-8 bytes)
     # A rebuild of a ladder holds the exclusive form while it switches over.
-    cur.execute("SELECT count(pg_advisory_xact_lock_shared(%s, hashtext(l))) FROM unnest(%s::text[]) AS l",
+    cur.execute("SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))) FROM unnest(%b::text[]) AS l",
                 (LADDER_LOCK_CLASS, ladders))
     cur.execute(
         """
         INSERT INTO players (ladder, player_id, rating, peak_rating)
-        SELECT l, p, r, r FROM unnest(%s::text[], %s::text[], %s::float8[]) AS u(l, p, r)
+        SELECT l, p, r, r FROM unnest(%b::text[], %b::text[], %b::float8[]) AS u(l, p, r)
          ORDER BY l COLLATE "C", p COLLATE "C"
         ON CONFLICT (ladder, player_id) DO NOTHING
         """,
@@ -461,7 +463,7 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     rows = cur.execute(
         """
         SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season
-          FROM players p JOIN unnest(%s::text[], %s::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
+          FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
          ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
            FOR UPDATE OF p
         """,
@@ -495,7 +497,8 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
             sequences.append(s[1])
         rated.append((m, em, changes, out_of_order, sequences))
         ledger_rows.append((m.payload["match_id"], ladder, m.payload_hash,
-                            json.dumps(m.payload, ensure_ascii=False, separators=(",", ":")), finished_at,
+                            m.payload_json or json.dumps(m.payload, ensure_ascii=False, separators=(",", ":")),
+                            finished_at,
                             out_of_order, m.task_id, m.policy.version or None))
 
     # 4. the ledger first: its seq (apply order) is taken in queue order, after the locks
@@ -505,8 +508,8 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, task_id,
                             policy_version)
         SELECT m, l, h, p::jsonb, f, o, t, v
-          FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::bool[],
-                      %s::text[], %s::text[]) WITH ORDINALITY AS u(m, l, h, p, f, o, t, v, n)
+          FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::bool[],
+                      %b::text[], %b::text[]) WITH ORDINALITY AS u(m, l, h, p, f, o, t, v, n)
          ORDER BY n
         ON CONFLICT (match_id) DO NOTHING RETURNING match_id, seq
         """,
@@ -550,16 +553,16 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         """
         INSERT INTO rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before,
             rating_after, expected_score, actual_score, k_factor, result, event_id, occurred_at)
-        SELECT s, m, l, p, q, rb, ra, e, a, k, r, i, %s
-          FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::int[], %s::float8[], %s::float8[],
-                      %s::float8[], %s::float8[], %s::float8[], %s::text[], %s::uuid[])
+        SELECT s, m, l, p, q, rb, ra, e, a, k, r, i, %b
+          FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::int[], %b::float8[], %b::float8[],
+                      %b::float8[], %b::float8[], %b::float8[], %b::text[], %b::uuid[])
                AS u(s, m, l, p, q, rb, ra, e, a, k, r, i)
         """,
         [occurred_at, *cols],
     )
     cur.execute(
         """INSERT INTO outbox (event_id, payload)
-           SELECT i, p::jsonb FROM unnest(%s::uuid[], %s::text[]) WITH ORDINALITY AS u(i, p, n) ORDER BY n""",
+           SELECT i, p::jsonb FROM unnest(%b::uuid[], %b::text[]) WITH ORDINALITY AS u(i, p, n) ORDER BY n""",
         ([e for e, _ in outbox], [p for _, p in outbox]),
     )
     players = [(k, state[k]) for k in order]
@@ -573,8 +576,8 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
                peak_rating = greatest(p.peak_rating, u.peak),
                last_finished_at = greatest(p.last_finished_at, u.last),
                season = u.season, updated_at = now()
-          FROM unnest(%s::text[], %s::text[], %s::float8[], %s::int[], %s::int[], %s::int[], %s::int[],
-                      %s::float8[], %s::timestamptz[], %s::text[])
+          FROM unnest(%b::text[], %b::text[], %b::float8[], %b::int[], %b::int[], %b::int[], %b::int[],
+                      %b::float8[], %b::timestamptz[], %b::text[])
                AS u(ladder, player_id, rating, games, w, d, l, peak, last, season)
          WHERE p.ladder = u.ladder AND p.player_id = u.player_id
         """,
@@ -583,7 +586,7 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
          [s[7] for _, s in players], [s[3] for _, s in players], [s[2] for _, s in players],
          [s[4] for _, s in players]),
     )
-    cur.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
+    cur.execute("SELECT pg_notify(%b, '')", (OUTBOX_CHANNEL,))
     return lock_wait
 
 

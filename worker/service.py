@@ -5,6 +5,7 @@ Every message ends in exactly one of: applied, duplicate, dead letter (DESIGN.md
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import traceback
@@ -179,8 +180,9 @@ class RatingService:
         if policy is None:
             return repository.BatchDeadLetter("unknown_ladder", unknown_ladder_detail(match.ladder, self.policies),
                                               raw_text(raw), match.match_id, task_id)
-        return repository.BatchMatch(json.loads(match.canonical_json()), match.payload_hash(), match.finished_at,
-                                     policy, task_id, raw_text(raw))
+        canonical = match.canonical_json()  # once: payload_hash() would serialize it again
+        return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(), match.finished_at,
+                                     policy, task_id, raw_text(raw), canonical.decode("utf-8"))
 
     def handle_batch(self, calls: Sequence[tuple[str | None, Sequence[Any], Mapping[str, Any]]],
                      handled: list[Handled | None]) -> float | None:
