@@ -6,7 +6,10 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
 * ``task_acks_late`` + ``task_reject_on_worker_lost``: a message is acknowledged after the rating
   transaction commits; if the child dies first, the message is redelivered, and the ledger's
   idempotency key turns the redelivery into a counted duplicate;
-* a small ``worker_prefetch_multiplier``: a crashed worker strands few reserved messages;
+* a small ``worker_prefetch_multiplier`` without batching: a crashed worker strands few reserved
+  messages; with batching (:mod:`worker.batching`) two batches per child (``2 x batch_size``),
+  so one fills while the other is applied (what a dead node strands comes back after the
+  visibility timeout);
 * ``visibility_timeout`` (Redis transport) above ``task_time_limit``: a message is only
   redelivered once its first run cannot still be going;
 * no result backend: results live in PostgreSQL; no ETA or countdown on the rating path;

@@ -11,6 +11,12 @@ The rating transaction (DESIGN.md, "What it does"):
    of the same match); its ``seq``, taken while the locks are held, is the apply order;
 4. rate with the engine, update the players, insert the history rows and one outbox row per
    player, ``NOTIFY`` the relay; commit.
+
+:func:`apply_batch` does the same for many matches in one transaction (with batching on, see
+:mod:`worker.batching`): one look-up of every match id, the per-ladder shared advisory locks once
+per distinct ladder, every player of the batch locked in one statement in the one global order
+(ladder, player_id) ``COLLATE "C"``, the matches rated in queue order on in-memory states, and one
+multi-row statement (``unnest`` of arrays, sent in binary) per table.
 """
 
 from __future__ import annotations
