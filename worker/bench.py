@@ -644,8 +644,11 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
     timeout = max(180.0, n / 20)
     runs: list[dict[str, Any]] = []
     scaling = []
+    settings = get_settings()  # the workers inherit this process's environment: the same values
     out: dict[str, Any] = {"main_workers": main, "matches": n, "players": config.players,
-                           "node_layout": "one worker node per process, concurrency 1 (prefork child)"}
+                           "node_layout": "one worker node per process, concurrency 1 (prefork child)",
+                           "batch_size": settings.batch_size, "batch_flush_interval_s": settings.batch_flush_interval,
+                           "reserved_per_child": settings.reserved_per_child}
     out["server_autovacuum"] = autovacuum_on(database_url)
     out["bench_vacuum_interval_s"] = 0.0 if out["server_autovacuum"] else config.vacuum_interval
     for workers in counts:
@@ -1030,7 +1033,8 @@ def print_results(results: dict[str, Any]) -> None:
         t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
         console.print(t)
     if service := results.get("service"):
-        t = Table(title="service: matches per second, first publish to last event (baseline: no-op tasks to last ack)")
+        t = Table(title="service: matches per second, first publish to last event (baseline: no-op tasks to last ack); "
+                        f"RATINGS_BATCH_SIZE={service.get('batch_size', 1)}")
         for col in ("worker processes", "no-op baseline/s", "rating path/s", "rating / baseline",
                     "p50 publish→event ms", "p99 publish→event ms", "publisher alone/s", "no-op, queue filled first/s"):
             t.add_column(col, justify="right")
