@@ -223,21 +223,49 @@ class Batcher:
         committed messages are counted once). A failed acknowledgement is logged, never raised:
         it must not stop the worker, and the message comes back the same way.
         """
-        for request, verdict in zip(batch, verdicts):
+        for request in batch:
             worker_state.task_ready(request)
-            if self.retired:
-                continue
-            try:
-                if verdict == ACK:
-                    request.acknowledge()
-                else:
-                    request.reject(requeue=True)
-            except Exception as exc:  # noqa: BLE001 - e.g. the channel closed under us
-                log.warning("could not %s message %s (%s: %s); the broker redelivers it", verdict, request.id,
-                            type(exc).__name__, exc)
-        if self.retired:
+        if not self.retired:
+            acks = [r for r, v in zip(batch, verdicts) if v == ACK]
+            if acks:
+                self._ack_together(acks)
+            for request, verdict in zip(batch, verdicts):
+                if verdict != ACK:
+                    self._one(request, "requeue")
+        else:
             log.warning("%d message(s) of a closed consumer left unacknowledged; the broker redelivers them",
                         len(batch))
+
+    def _ack_together(self, requests: list) -> None:
+        """Acknowledge ``requests`` in one broker round trip when their channel can
+        (:meth:`worker.transport.Channel.basic_ack_many`), else one by one."""
+        channel = getattr(requests[0].message, "channel", None)
+        bulk = getattr(channel, "basic_ack_many", None)
+        if bulk is None or any(getattr(r.message, "channel", None) is not channel for r in requests):
+            for request in requests:
+                self._one(request, "ack")
+            return
+        pending = [r for r in requests if not r.acknowledged and not r.message.acknowledged]
+        try:
+            bulk([r.message.delivery_tag for r in pending])
+        except Exception as exc:  # noqa: BLE001 - e.g. the channel closed under us
+            log.warning("could not acknowledge %d message(s) (%s: %s); the broker redelivers them", len(pending),
+                        type(exc).__name__, exc)
+            return
+        for request in pending:
+            request.message._state = "ACK"  # what kombu's Message.ack records after basic_ack
+            request.acknowledged = True
+
+    def _one(self, request, verdict: str) -> None:
+        """Acknowledge or requeue one message; a failure is logged, never raised."""
+        try:
+            if verdict == ACK:
+                request.acknowledge()
+            else:
+                request.reject(requeue=True)
+        except Exception as exc:  # noqa: BLE001 - e.g. the channel closed under us
+            log.warning("could not %s message %s (%s: %s); the broker redelivers it", verdict, request.id,
+                        type(exc).__name__, exc)
 
 
 def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str]:

@@ -95,6 +95,17 @@ class QoS(kombu_redis.QoS):
             raise Empty()
         super(kombu_redis.QoS, self).append(message, delivery_tag)  # virtual.QoS bookkeeping
 
+    def ack_many(self, delivery_tags) -> None:
+        """Acknowledge several messages in one round trip (one ``ZREM`` and one ``HDEL`` for all):
+        what :meth:`ack` does for one, for a batch applied in one transaction."""
+        tags = list(delivery_tags)
+        if not tags:
+            return
+        with self.pipe_or_acquire() as pipe:
+            pipe.zrem(self.unacked_index_key, *tags).hdel(self.unacked_key, *tags).execute()
+        for tag in tags:
+            super(kombu_redis.QoS, self).ack(tag)  # virtual.QoS bookkeeping, as kombu's ack
+
     def restore_unacked(self, client=None):
         """kombu's restore at channel close, which must not kill the worker.
 
@@ -237,6 +248,10 @@ class Channel(kombu_redis.Channel):
         payload = loads(bytes_to_str(item))
         self._pending = (inflight, item, payload["properties"]["delivery_tag"])
         return payload
+
+    def basic_ack_many(self, delivery_tags) -> None:
+        """Acknowledge the messages of ``delivery_tags`` in one round trip (see :meth:`QoS.ack_many`)."""
+        self.qos.ack_many(delivery_tags)
 
     def basic_get(self, queue, no_ack=False, **kwargs):
         try:

@@ -20,6 +20,8 @@ class FakeRequest:
         self.args = [{"n": n}]
         self.kwargs = {}
         self.settled: str | None = None
+        self.message = None
+        self.acknowledged = False
 
     def acknowledge(self):
         self.settled = "ack"
@@ -131,6 +133,38 @@ def test_each_message_is_acknowledged_or_requeued_by_its_own_verdict(make_batche
     consumer.pool.jobs[0]["done"](["ack", "requeue", "ack"])
     assert [r.settled for r in requests] == ["ack", "requeue", "ack"]
     assert batcher.in_flight == 0
+
+
+def test_acknowledgements_of_a_batch_go_to_the_broker_together_when_the_channel_can(make_batcher):
+    """On the project's Redis transport (a channel with basic_ack_many) the acknowledged messages of
+    a batch cost one broker round trip; requeued ones are rejected one by one."""
+    batcher, consumer = make_batcher(batch_size=3)
+
+    class Channel:
+        def __init__(self):
+            self.bulk = []
+
+        def basic_ack_many(self, tags):
+            self.bulk.append(list(tags))
+
+    class Message:
+        def __init__(self, channel, tag):
+            self.channel, self.delivery_tag, self._state = channel, tag, "RECEIVED"
+
+        @property
+        def acknowledged(self):
+            return self._state == "ACK"
+
+    channel = Channel()
+    requests = [FakeRequest(n) for n in range(3)]
+    for n, r in enumerate(requests):
+        r.message = Message(channel, f"tag-{n}")
+        batcher.add(r)
+    consumer.pool.jobs[0]["done"](["ack", "requeue", "ack"])
+    assert channel.bulk == [["tag-0", "tag-2"]]
+    assert [r.acknowledged for r in requests] == [True, False, True]
+    assert [r.message.acknowledged for r in requests] == [True, False, True]
+    assert requests[1].settled == "requeue"
 
 
 def test_a_lost_child_requeues_every_message_of_its_batch(make_batcher):
