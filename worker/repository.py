@@ -342,8 +342,8 @@ def apply_batch(
        locks, in queue order), history rows, and events whose per-player ``sequence`` grows by one
        per match;
     4. ledger, history, outbox, players, duplicate deliveries and dead letters are written with one
-       multi-row statement each (``unnest`` of arrays), one ``NOTIFY``; ``before_commit`` runs, then
-       COMMIT.
+       multi-row statement each (``unnest`` of arrays sent in binary; ``COPY`` for the history and
+       outbox rows), one ``NOTIFY``; ``before_commit`` runs, then COMMIT.
 
     ``conn`` must be in autocommit mode (this function owns the transaction). Raises
     :class:`LedgerRace` (after rolling back) when a concurrent transaction committed one of the
@@ -554,23 +554,16 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
                 "occurred_at": occurred_text,
             }, ensure_ascii=False, separators=(",", ":"))))
         results[position] = Applied(seq, changes, out_of_order, 0.0)
-    cols = [list(c) for c in zip(*history)]
-    cur.execute(
-        """
-        INSERT INTO rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before,
-            rating_after, expected_score, actual_score, k_factor, result, event_id, occurred_at)
-        SELECT s, m, l, p, q, rb, ra, e, a, k, r, i, %b
-          FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::int[], %b::float8[], %b::float8[],
-                      %b::float8[], %b::float8[], %b::float8[], %b::text[], %b::uuid[])
-               AS u(s, m, l, p, q, rb, ra, e, a, k, r, i)
-        """,
-        [occurred_at, *cols],
-    )
-    cur.execute(
-        """INSERT INTO outbox (event_id, payload)
-           SELECT i, p::jsonb FROM unnest(%b::uuid[], %b::text[]) WITH ORDINALITY AS u(i, p, n) ORDER BY n""",
-        ([e for e, _ in outbox], [p for _, p in outbox]),
-    )
+    # History and outbox rows go in by COPY: no conflict is possible once the ledger rows are in
+    # (their unique keys derive from the match ids), and COPY is the cheapest way in for many rows.
+    with cur.copy("COPY rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, "
+                  "rating_after, expected_score, actual_score, k_factor, result, event_id, occurred_at) "
+                  "FROM STDIN") as copy:
+        for row in history:
+            copy.write_row((*row, occurred_at))
+    with cur.copy("COPY outbox (event_id, payload) FROM STDIN") as copy:
+        for row in outbox:
+            copy.write_row(row)
     players = [(k, state[k]) for k in order]
     for _, s in players:
         s[0] = float(s[0])
