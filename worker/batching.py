@@ -56,6 +56,9 @@ that verdict. So:
   acknowledgements on the old channel are lost (the visibility timeout returns those messages,
   then counted as redeliveries).
 
+On the batched path a message is applied when its batch runs: ETA/countdown, expiry and revocation
+are not honoured (the rating path uses none of them: DESIGN.md forbids ETA and countdown on it).
+
 A reserved message waits for at most one batch before its own and is applied within one time
 limit, so ``visibility_timeout`` must exceed twice ``task_time_limit`` plus the flush interval
 (checked by :class:`worker.settings.Settings`).
