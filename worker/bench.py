@@ -24,7 +24,10 @@ and stream, so a shared server is not disturbed. How each figure is measured:
   COMMIT) and of Redis (the millisecond part of a stream entry's id): all one machine's clock,
   which is why the servers must be local for the latency figures to mean anything;
 * baseline throughput: messages / (last acknowledgement − first publish), the end seen by polling
-  the queue and the broker's unacknowledged set every 5 ms;
+  the queue and the broker's unacknowledged set every 5 ms; with batching on, the no-op runs both
+  on the batched workers (whose prefetch is 2 x the batch size) and on workers started with
+  ``RATINGS_BATCH_SIZE=1`` (the configured prefetch multiplier), and the faster of the two is the
+  baseline;
 * rating throughput: matches / (last event on the stream − first publish); also to the last commit.
 """
 
@@ -424,14 +427,15 @@ class Cluster:
     vacuum_interval: float = 0.0
     """Seconds between the bench's VACUUM (ANALYZE) rounds during a run (0: none; see :class:`_Vacuum`)."""
 
-    def __init__(self, database_url: str, broker_url: str, workers: int, log_dir: Path, loglevel: str):
+    def __init__(self, database_url: str, broker_url: str, workers: int, log_dir: Path, loglevel: str,
+                 overrides: dict[str, str] | None = None):
         suffix = uuid.uuid4().hex[:8]
         self.database_url = database_url
         self.broker_url = broker_url
         self.queue, self.stream = f"ratings-bench-{suffix}", f"ratings-bench-{suffix}.rating-changed"
         env = dict(os.environ)
         env.update(RATINGS_DATABASE_URL=database_url, RATINGS_BROKER_URL=broker_url,
-                   RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream)
+                   RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream, **(overrides or {}))
         self.wired = _noop_wired()
         cls = ServiceProcesses if self.wired else _BenchProcesses
         self.procs = cls(env, log_dir)
@@ -644,11 +648,34 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
     timeout = max(180.0, n / 20)
     runs: list[dict[str, Any]] = []
     scaling = []
+    settings = get_settings()  # the workers inherit this process's environment: the same values
     out: dict[str, Any] = {"main_workers": main, "matches": n, "players": config.players,
-                           "node_layout": "one worker node per process, concurrency 1 (prefork child)"}
+                           "node_layout": "one worker node per process, concurrency 1 (prefork child)",
+                           "batch_size": settings.batch_size, "batch_flush_interval_s": settings.batch_flush_interval,
+                           "reserved_per_child": settings.reserved_per_child}
     out["server_autovacuum"] = autovacuum_on(database_url)
     out["bench_vacuum_interval_s"] = 0.0 if out["server_autovacuum"] else config.vacuum_interval
     for workers in counts:
+        unbatched_noop = unbatched_noop_preloaded = None
+        if settings.batch_size > 1:
+            # Batching raises the prefetch (2 x batch size per child), which does the one-task-per-
+            # message no-op no good: the baseline is also measured on workers without batching
+            # (RATINGS_BATCH_SIZE=1, prefetch multiplier as configured), and the better one counts.
+            plain = Cluster(database_url, broker_url, workers, log_dir / f"workers-{workers}-unbatched",
+                            config.loglevel, overrides={"RATINGS_BATCH_SIZE": "1"})
+            out.setdefault("queues", []).append(plain.queue)
+            out.setdefault("streams", []).append(plain.stream)
+            try:
+                progress.print(f"[bold]service[/bold]: {workers} worker process(es) without batching: no-op baseline")
+                plain.start()
+                plain.run_noop([{"warm": i} for i in range(200)], 120)
+                plain_bodies = service_matches(n, config.seed + workers, f"bench-w{workers}", config.players)
+                unbatched_noop = plain.run_noop(plain_bodies, timeout) | {"workers": workers, "kind": "noop_unbatched"}
+                unbatched_noop_preloaded = plain.run_noop(plain_bodies, timeout, preload=True) | {
+                    "workers": workers, "kind": "noop_unbatched_preloaded"}
+                runs += [unbatched_noop, unbatched_noop_preloaded]
+            finally:
+                plain.stop()
         cluster = Cluster(database_url, broker_url, workers, log_dir / f"workers-{workers}", config.loglevel)
         cluster.vacuum_interval = out["bench_vacuum_interval_s"]
         out["noop_task_wired"] = cluster.wired
@@ -667,8 +694,16 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
             progress.print(f"  rating path: {n} matches at full load")
             full = cluster.run_matches("uniform_full_load", bodies, timeout) | {"workers": workers}
             runs += [noop, noop_preloaded, full]
+            noop_same = noop
+            if unbatched_noop is not None and unbatched_noop["per_s"] > noop["per_s"]:
+                noop = unbatched_noop
+            if unbatched_noop_preloaded is not None and unbatched_noop_preloaded["per_s"] > noop_preloaded["per_s"]:
+                noop_preloaded = unbatched_noop_preloaded
             scaling.append({
-                "workers": workers, "baseline_per_s": noop["per_s"], "rating_per_s": full["per_s"],
+                "workers": workers, "baseline_per_s": noop["per_s"], "baseline_kind": noop["kind"],
+                "baseline_same_workers_per_s": noop_same["per_s"],
+                "baseline_unbatched_workers_per_s": unbatched_noop["per_s"] if unbatched_noop else None,
+                "rating_per_s": full["per_s"],
                 "ratio": round(full["per_s"] / noop["per_s"], 3),
                 "publish_per_s": noop["publish_per_s"], "baseline_preloaded_per_s": noop_preloaded["per_s"],
                 "p50_publish_to_event_ms": full["latency_publish_to_event"]["p50_ms"],
@@ -1030,7 +1065,8 @@ def print_results(results: dict[str, Any]) -> None:
         t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
         console.print(t)
     if service := results.get("service"):
-        t = Table(title="service: matches per second, first publish to last event (baseline: no-op tasks to last ack)")
+        t = Table(title="service: matches per second, first publish to last event (baseline: no-op tasks to last ack); "
+                        f"RATINGS_BATCH_SIZE={service.get('batch_size', 1)}")
         for col in ("worker processes", "no-op baseline/s", "rating path/s", "rating / baseline",
                     "p50 publish→event ms", "p99 publish→event ms", "publisher alone/s", "no-op, queue filled first/s"):
             t.add_column(col, justify="right")
@@ -1039,6 +1075,11 @@ def print_results(results: dict[str, Any]) -> None:
                       _n(row["p50_publish_to_event_ms"]), _n(row["p99_publish_to_event_ms"]),
                       _n(row["publish_per_s"]), _n(row["baseline_preloaded_per_s"]))
         console.print(t)
+        if any(row.get("baseline_unbatched_workers_per_s") for row in service["scaling"]):
+            console.print("no-op baseline: the better of the no-op on the batched workers' settings and on workers "
+                          "without batching (RATINGS_BATCH_SIZE=1): " + "; ".join(
+                              f"{row['workers']} w: {_n(row['baseline_same_workers_per_s'])} / "
+                              f"{_n(row['baseline_unbatched_workers_per_s'])}/s" for row in service["scaling"]))
         if not service.get("server_autovacuum", True):
             console.print(f"note: the server's autovacuum is off; the bench ran VACUUM (ANALYZE) of the service tables "
                           f"every {service['bench_vacuum_interval_s']:g} s during each run in its place")

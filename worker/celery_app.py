@@ -6,7 +6,10 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
 * ``task_acks_late`` + ``task_reject_on_worker_lost``: a message is acknowledged after the rating
   transaction commits; if the child dies first, the message is redelivered, and the ledger's
   idempotency key turns the redelivery into a counted duplicate;
-* a small ``worker_prefetch_multiplier``: a crashed worker strands few reserved messages;
+* a small ``worker_prefetch_multiplier`` without batching: a crashed worker strands few reserved
+  messages; with batching (:mod:`worker.batching`) two batches per child (``2 x batch_size``),
+  so one fills while the other is applied (what a dead node strands comes back after the
+  visibility timeout);
 * ``visibility_timeout`` (Redis transport) above ``task_time_limit``: a message is only
   redelivered once its first run cannot still be going;
 * no result backend: results live in PostgreSQL; no ETA or countdown on the rating path;
@@ -48,7 +51,7 @@ def configure(app: Celery, settings: Settings) -> Celery:
         task_reject_on_worker_lost=True,
         task_time_limit=settings.task_time_limit,
         task_soft_time_limit=max(1, int(settings.task_time_limit * 0.8)),
-        worker_prefetch_multiplier=settings.prefetch_multiplier,
+        worker_prefetch_multiplier=settings.reserved_per_child,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,

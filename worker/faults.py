@@ -7,6 +7,7 @@ killer or a node loss, so the windows the fault tests must prove safe are hit pr
 
 * ``in_transaction``: a worker child inside the rating transaction, everything written, no COMMIT;
 * ``after_commit``: a worker child after COMMIT, before the task returns (so before the ack);
+  with batching, one transaction of a whole batch is one arrival at each of these two points;
 * ``relay_after_xadd``: the relay after XADD to the stream, before marking the rows published;
 * ``rebuild_before_switch``: ``ratings rebuild`` after replaying the snapshot into uncommitted
   rows, before taking the ladder's exclusive lock;

@@ -96,6 +96,19 @@ class Settings(BaseSettings):
     relay_idle_wait: float = Field(
         default=1.0, gt=0, description="Seconds the relay waits for NOTIFY before polling the outbox again."
     )
+    batch_size: int = Field(
+        default=100, ge=1, le=1000,
+        description="Most matches a worker child applies in one database transaction "
+        "(worker/batching.py). 1: one Celery task per message, one transaction per match (no "
+        "batching). Each worker child reserves 2 x batch_size messages ahead (at least "
+        "prefetch_multiplier), so one batch can fill while the previous one is applied.",
+    )
+    batch_flush_interval: float = Field(
+        default=0.002, ge=0, le=1.0,
+        description="Seconds a message may wait in a worker's buffer for more messages while a "
+        "child is idle (a full batch, or a child finishing its batch, flushes at once). Short: it "
+        "adds to every message's latency when the queue is nearly empty.",
+    )
 
     @model_validator(mode="after")
     def _visibility_above_time_limit(self) -> "Settings":
@@ -104,7 +117,26 @@ class Settings(BaseSettings):
                 f"RATINGS_VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must exceed RATINGS_TASK_TIME_LIMIT "
                 f"({self.task_time_limit} s), or Redis redelivers a task that is still running"
             )
+        if self.batch_size > 1:
+            # A reserved message may wait in the buffer while its child applies the batch before
+            # it (at most one time limit), then be applied in its own batch (another time limit).
+            reserved_for = 2 * self.task_time_limit + self.batch_flush_interval
+            if self.visibility_timeout <= reserved_for:
+                raise ValueError(
+                    f"RATINGS_VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must exceed twice "
+                    f"RATINGS_TASK_TIME_LIMIT plus RATINGS_BATCH_FLUSH_INTERVAL ({reserved_for:g} s) when "
+                    f"RATINGS_BATCH_SIZE > 1: a buffered message waits for the batch before its own, and "
+                    f"Redis would redeliver it meanwhile; raise the visibility timeout or lower the time limit"
+                )
         return self
+
+    @property
+    def reserved_per_child(self) -> int:
+        """Messages one worker child may hold reserved (Celery's prefetch multiplier): with
+        batching, two batches (one being applied, one filling), else ``prefetch_multiplier``."""
+        if self.batch_size == 1:
+            return self.prefetch_multiplier
+        return max(self.prefetch_multiplier, 2 * self.batch_size)
 
 
 @lru_cache(maxsize=1)

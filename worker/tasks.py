@@ -88,9 +88,13 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
         log.error("cannot serve metrics and health on port %s: %s", settings.metrics_port, exc)
 
 
-@app.task(name="ratings.apply_match", bind=True)
+@app.task(name="ratings.apply_match", bind=True, Strategy="worker.batching:strategy")
 def apply_match(self, *args, **kwargs) -> str:
     """Apply one MatchFinished message (the task's single positional argument).
+
+    This body runs when ``RATINGS_BATCH_SIZE`` is 1 (one message per task and transaction); with
+    batching, the worker's consumer buffers the messages of this task and applies them in batches
+    (:mod:`worker.batching`), with the same outcomes per message.
 
     Any other call shape (no argument, several, keyword arguments) is kept as a dead letter with
     reason ``bad_task_arguments``. Transient database errors that outlast the in-process retries
@@ -107,39 +111,35 @@ def apply_match(self, *args, **kwargs) -> str:
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     try:
-        if len(args) != 1 or kwargs:
-            handled = service.dead_letter(
-                "bad_task_arguments",
-                f"ratings.apply_match takes exactly one positional argument (the MatchFinished "
-                f"message); got {len(args)} positional and keyword arguments {sorted(kwargs)}",
-                {"args": list(args), "kwargs": kwargs},
-                None,
-                task_id,
-            )
-        else:
-            handled = service.handle(args[0], task_id)
+        handled = service.handle_call(args, kwargs, task_id)
     except TRANSIENT_ERRORS as exc:
         log.error("transient database error outlasted retries; requeueing: %s", exc)
         raise Reject(str(exc), requeue=True) from exc
     except SoftTimeLimitExceeded as exc:  # the message is fine; this run ran out of time
         log.error("task %s hit its soft time limit; requeueing", task_id)
         raise Reject("soft time limit", requeue=True) from exc
-    _record(handled, time.perf_counter() - started)
+    record_handled(handled, time.perf_counter() - started, task_id=task_id)
     return handled.outcome
 
 
-def _record(handled, duration: float) -> None:
-    """Metrics and one structured log line for a handled message."""
+def record_handled(handled, duration: float, task_id: str | None = None, batch_size: int = 1) -> None:
+    """Metrics and one structured log line for a handled message.
+
+    ``duration``: seconds spent on this message (for a batch, the batch's time divided by its
+    size); ``batch_size``: messages in the batch it was handled in (1 without batching).
+    """
     observability.MESSAGES.labels(handled.outcome).inc()
     observability.APPLY_SECONDS.observe(duration)
     if handled.outcome == "dead_letter":
         observability.DEAD_LETTERS.labels(handled.reason_code).inc()
-    if handled.lock_wait_seconds is not None:
+    if handled.lock_wait_seconds is not None:  # applied in a transaction of its own
         observability.LOCK_WAIT_SECONDS.observe(handled.lock_wait_seconds)
         observability.BATCH_SIZE.observe(1)
     if handled.out_of_order:
         observability.OUT_OF_ORDER.labels(handled.ladder).inc()
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(task_id=task_id)
     structlog.get_logger("worker.tasks").info(
         "match handled", outcome=handled.outcome, match_id=handled.match_id, ladder=handled.ladder,
-        reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2),
+        reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2), batch_size=batch_size,
     )

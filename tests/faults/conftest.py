@@ -41,7 +41,7 @@ FIGURES: list[dict] = []
 FAULT_SETTINGS = {
     # Short enough that a lost worker's messages come back within the scenario's time bound.
     "RATINGS_VISIBILITY_TIMEOUT": "20",
-    "RATINGS_TASK_TIME_LIMIT": "15",
+    "RATINGS_TASK_TIME_LIMIT": "9",  # batching: the visibility timeout must exceed 2 x this
     "RATINGS_RESTORE_INTERVAL": "2",
     "RATINGS_PREFETCH_MULTIPLIER": "4",
 }
@@ -62,6 +62,9 @@ def publish_many(broker_url: str, queue: str, messages: list) -> int:
 
 class Cluster:
     """Real servers, worker nodes and a relay for one fault scenario."""
+
+    batch_size: int = 1
+    """``RATINGS_BATCH_SIZE`` of the scenario's workers."""
 
     def __init__(self, name: str, admin_url: str, broker_url: str, tmp: Path, overrides: dict[str, str],
                  own: EmbeddedServers | None = None):
@@ -226,9 +229,24 @@ class Cluster:
             self.own.stop()
 
 
+BATCH_SIZES = {"one-per-transaction": 1, "batched": 100}
+"""Every scenario runs twice: with one message per task and transaction (``RATINGS_BATCH_SIZE=1``)
+and with batching (up to 100 matches per transaction, the default)."""
+
+
+@pytest.fixture(params=list(BATCH_SIZES.values()), ids=list(BATCH_SIZES))
+def batch_size(request) -> int:
+    """``RATINGS_BATCH_SIZE`` of the scenario's workers."""
+    return request.param
+
+
 @pytest.fixture
-def cluster_factory(servers, tmp_path) -> Iterator:
-    """Make a :class:`Cluster` for the running test: ``make(overrides, own_postgres=, own_redis=)``."""
+def cluster_factory(servers, tmp_path, batch_size) -> Iterator:
+    """Make a :class:`Cluster` for the running test: ``make(overrides, own_postgres=, own_redis=)``.
+
+    The workers run with ``RATINGS_BATCH_SIZE`` = ``batch_size`` (parametrized: each scenario runs
+    without and with batching) unless ``overrides`` sets it.
+    """
     made: list[Cluster] = []
 
     def make(name: str, overrides: dict[str, str] | None = None, own_postgres: bool = False, own_redis: bool = False) -> Cluster:
@@ -239,7 +257,10 @@ def cluster_factory(servers, tmp_path) -> Iterator:
                                         redis_durable=True)
             admin_url = own.database_url if own_postgres else admin_url
             broker_url = own.broker_url if own_redis else broker_url
-        cluster = Cluster(name, admin_url, broker_url, tmp_path, overrides or {}, own)
+        overrides = {"RATINGS_BATCH_SIZE": str(batch_size), **(overrides or {})}
+        cluster = Cluster(name, admin_url, broker_url, tmp_path, overrides, own)
+        cluster.batch_size = int(overrides["RATINGS_BATCH_SIZE"])
+        cluster.figures["batch_size"] = cluster.batch_size
         made.append(cluster)
         return cluster
 

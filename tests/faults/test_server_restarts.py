@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import psycopg
@@ -48,10 +49,21 @@ def test_postgresql_restarted_mid_stream_loses_nothing(cluster_factory):
 
 
 def test_worker_backends_terminated_mid_stream_lose_nothing(cluster_factory):
-    """pg_terminate_backend on every worker and relay connection, five times during 500 matches:
+    """pg_terminate_backend on every worker and relay connection, five times during 500 matches
+    published at a steady rate (so the workers are busy at every round, batched or not):
     the lost connections are retried, nothing is lost or applied twice."""
     cluster = cluster_factory("pg-terminate-backend").start()
-    cluster.publish(cluster.matches(500))
+    messages = cluster.matches(500)
+    cluster.publish(messages[:20])
+    cluster.wait_received(10)
+
+    def steady():  # a stream that lasts through the five rounds, however fast the workers drain
+        for i in range(20, len(messages), 20):
+            cluster.publish(messages[i:i + 20])
+            time.sleep(0.1)
+
+    publisher = threading.Thread(target=steady)
+    publisher.start()
     terminated = 0
     with psycopg.connect(cluster.database_url, autocommit=True) as conn:
         for _ in range(5):
@@ -60,6 +72,7 @@ def test_worker_backends_terminated_mid_stream_lose_nothing(cluster_factory):
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
             ).fetchone()[0]
+    publisher.join()
     cluster.figures["backends_terminated"] = terminated
     cluster.figures["recovery_seconds"] = round(cluster.wait_drained(timeout=180), 1)
     figures = cluster.check_invariants()

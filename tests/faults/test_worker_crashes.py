@@ -11,10 +11,18 @@ import pytest
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 
-def test_a_worker_child_killed_inside_the_rating_transaction_loses_nothing(cluster_factory):
-    """SIGKILL inside the transaction (all rows written, no COMMIT), every 37th match: the
-    transaction rolls back, the message is redelivered and applied exactly once."""
-    cluster = cluster_factory("kill-in-transaction", {"RATINGS_FAULT_INJECTION": "in_transaction:every=37"}).start()
+def kill_every(batch_size: int) -> int:
+    """Fault injection counts transactions: every 37th match alone, every 2nd batch when batched (a
+    batch holds many matches, and a child killed on its 37th match of a batch would never get past it)."""
+    return 37 if batch_size == 1 else 2
+
+
+def test_a_worker_child_killed_inside_the_rating_transaction_loses_nothing(cluster_factory, batch_size):
+    """SIGKILL inside the transaction (all rows written, no COMMIT), every 37th transaction (every
+    2nd when batched): the transaction rolls back, the messages are redelivered and each is
+    applied exactly once."""
+    every = kill_every(batch_size)
+    cluster = cluster_factory("kill-in-transaction", {"RATINGS_FAULT_INJECTION": f"in_transaction:every={every}"}).start()
     cluster.publish(cluster.matches(400))
     cluster.figures["recovery_seconds"] = round(cluster.wait_drained(timeout=180), 1)
     figures = cluster.check_invariants()
@@ -24,10 +32,12 @@ def test_a_worker_child_killed_inside_the_rating_transaction_loses_nothing(clust
     assert figures["applied"] == 400 and figures["dead_letters"] == 0
 
 
-def test_a_worker_child_killed_after_commit_before_the_ack_applies_once(cluster_factory):
-    """SIGKILL after COMMIT but before the ack, every 37th match: the redelivered message finds its
-    own task id in the ledger and is neither applied again nor counted as a duplicate."""
-    cluster = cluster_factory("kill-after-commit", {"RATINGS_FAULT_INJECTION": "after_commit:every=37"}).start()
+def test_a_worker_child_killed_after_commit_before_the_ack_applies_once(cluster_factory, batch_size):
+    """SIGKILL after COMMIT but before the ack, every 37th transaction (every 2nd when batched): the
+    redelivered messages find their own task ids in the ledger and are neither applied again nor
+    counted as duplicates."""
+    every = kill_every(batch_size)
+    cluster = cluster_factory("kill-after-commit", {"RATINGS_FAULT_INJECTION": f"after_commit:every={every}"}).start()
     cluster.publish(cluster.matches(400))
     cluster.figures["recovery_seconds"] = round(cluster.wait_drained(timeout=180), 1)
     figures = cluster.check_invariants()

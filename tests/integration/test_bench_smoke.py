@@ -47,8 +47,12 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
         assert {"p50_ms", "p95_ms", "p99_ms"} <= set(service["half_load"][key])
     assert {"start_cold_mib", "after_warm_up_mib", "end_mib"} <= set(service["rss"])
     kinds = {run["kind"] for run in service["runs"]}
-    assert kinds == {"noop", "noop_preloaded", "uniform_full_load", "uniform_preloaded", "uniform_half_load",
-                     "hot_players_full_load"}
+    # with batching (the default) the no-op baseline also runs on workers without batching
+    assert service["batch_size"] == 100
+    assert kinds == {"noop", "noop_preloaded", "noop_unbatched", "noop_unbatched_preloaded", "uniform_full_load",
+                     "uniform_preloaded", "uniform_half_load", "hot_players_full_load"}
+    row = service["scaling"][0]
+    assert row["baseline_per_s"] == max(row["baseline_same_workers_per_s"], row["baseline_unbatched_workers_per_s"])
     for run in service["runs"]:  # nothing lost, nothing dead-lettered, verify exact
         if not run["kind"].startswith("noop"):
             assert run["applied"] == run["messages"] and run["dead_letters"] == 0 and run["verify_ok"]
