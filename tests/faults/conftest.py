@@ -150,6 +150,18 @@ class Cluster:
                                      f"{self.published}; broker: {self.broker_state()}")
             time.sleep(0.2)
 
+    def wait_broker_empty(self, timeout: float = 120.0) -> None:
+        """Wait until no message of this scenario is queued or reserved: the redeliveries of
+        messages whose effect had already committed have been processed (and counted) too."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.broker_state()
+            if state["queued"] == 0 and state["unacked"] == 0:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: broker not empty after {timeout:.0f} s: {state}")
+            time.sleep(0.2)
+
     def broker_state(self) -> dict:
         """Messages of this scenario's queue still in Redis: queued, and reserved but unacknowledged."""
         unacked = [json.loads(v) for v in self.redis.hvals("unacked")]
