@@ -46,13 +46,10 @@ def _broker_url() -> str:
 
 
 def _policies():
-    from worker.ladders import LadderConfigError, load_ladders
+    """Ladder name to engine policy from the ladders file; exit 2 naming file, line and key if broken."""
+    from worker.cli_policy import ladder_policies_or_exit
 
-    try:
-        return load_ladders(get_settings().ladders_file)
-    except LadderConfigError as exc:
-        err.print(f"ladders file error: {exc}", markup=False)
-        raise typer.Exit(2) from exc
+    return {name: loaded.policy for name, loaded in ladder_policies_or_exit().items()}
 
 
 def _known_ladder(ladder: str) -> None:
@@ -74,13 +71,9 @@ def migrate() -> None:
 
 def _record_policies() -> None:
     """Keep each configured ladder's policy content under its version (``policies`` table)."""
-    from worker.ladders import LadderConfigError, load_ladder_policies
+    from worker.cli_policy import ladder_policies_or_exit
 
-    try:
-        loaded = load_ladder_policies(get_settings().ladders_file)
-    except LadderConfigError as exc:
-        err.print(f"ladders file error: {exc}", markup=False)
-        raise typer.Exit(2) from exc
+    loaded = ladder_policies_or_exit()
     try:
         with psycopg.connect(_database_url(), connect_timeout=10) as conn:
             repository.record_policies(conn, {name: (lp.version, lp.config.canonical()) for name, lp in loaded.items()})

@@ -16,13 +16,15 @@ console = Console()
 err = Console(stderr=True)
 
 
-def _ladder_policies():
+def ladder_policies_or_exit():
+    """The ladders file's policies (:func:`worker.ladders.load_ladder_policies`); on a broken file,
+    print the error (file, line, key) and exit 2."""
     from worker.ladders import LadderConfigError, load_ladder_policies
 
     try:
         return load_ladder_policies(get_settings().ladders_file)
     except LadderConfigError as exc:
-        err.print(f"policy error: {exc}", markup=False)
+        err.print(f"ladders file error: {exc}", markup=False)
         raise typer.Exit(2) from exc
 
 
@@ -71,7 +73,7 @@ def show(
             err.print(f"policy error: {exc}", markup=False)
             raise typer.Exit(2) from exc
     else:
-        loaded = _ladder_policies()
+        loaded = ladder_policies_or_exit()
         if ladder is not None:
             if ladder not in loaded:
                 err.print(f"unknown ladder {ladder!r}; configured: {', '.join(sorted(loaded))}")
@@ -127,7 +129,7 @@ def _resolve(spec: str):
 
     if spec.startswith("ladder:"):
         name = spec.removeprefix("ladder:")
-        loaded = _ladder_policies()
+        loaded = ladder_policies_or_exit()
         if name not in loaded:
             err.print(f"unknown ladder {name!r}; configured: {', '.join(sorted(loaded))}")
             raise typer.Exit(2)

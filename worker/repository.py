@@ -187,6 +187,33 @@ def _check_existing(cur: psycopg.Cursor, match_id: str, payload_hash: str, task_
     return Duplicate() if inserted else Redelivered()
 
 
+def match_event(event_id: uuid.UUID, match_id: str, ladder: str, change: RatingChange, sequence: int,
+                games_played: int, out_of_order: bool, occurred_at: str) -> dict[str, Any]:
+    """The RatingChanged v1 event (reason ``match``) of one player's ``change`` in one applied match.
+
+    ``sequence`` is the player's event sequence (games played + rebuild events), ``games_played``
+    the player's matches on the ladder including this one; ``occurred_at`` ISO 8601 text.
+    """
+    return {
+        "schema_version": 1,
+        "event_id": str(event_id),
+        "reason": "match",
+        "match_id": match_id,
+        "ladder": ladder,
+        "player_id": change.player_id,
+        "rating_before": change.rating_before,
+        "rating_after": change.rating_after,
+        "delta": change.delta,
+        "expected_score": change.expected_score,
+        "actual_score": change.actual_score,
+        "k_factor": change.k_factor,
+        "sequence": sequence,
+        "games_played": games_played,
+        "out_of_order": out_of_order,
+        "occurred_at": occurred_at,
+    }
+
+
 def apply_match(
     conn: psycopg.Connection,
     payload: dict[str, Any],
@@ -301,24 +328,8 @@ def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, 
                  change.rating_after, change.expected_score, change.actual_score, change.k_factor,
                  change.result, event_id, occurred_at, generation, policy.version or None)
             )
-            event = {
-                "schema_version": 1,
-                "event_id": str(event_id),
-                "reason": "match",
-                "match_id": match_id,
-                "ladder": ladder,
-                "player_id": change.player_id,
-                "rating_before": change.rating_before,
-                "rating_after": change.rating_after,
-                "delta": change.delta,
-                "expected_score": change.expected_score,
-                "actual_score": change.actual_score,
-                "k_factor": change.k_factor,
-                "sequence": event_sequence,
-                "games_played": sequence,
-                "out_of_order": out_of_order,
-                "occurred_at": occurred_at.isoformat(),
-            }
+            event = match_event(event_id, match_id, ladder, change, event_sequence, sequence, out_of_order,
+                                occurred_at.isoformat())
             outbox_rows.append((event_id, psycopg.types.json.Jsonb(event)))
         cur.executemany(
             """
@@ -655,24 +666,9 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
             history.append((seq, match_id, ladder, change.player_id, sequence, float(change.rating_before),
                             float(change.rating_after), float(change.expected_score), float(change.actual_score),
                             float(change.k_factor), change.result, event_id, occurred_at, generation, version))
-            outbox.append((event_id, json.dumps({
-                "schema_version": 1,
-                "event_id": str(event_id),
-                "reason": "match",
-                "match_id": match_id,
-                "ladder": ladder,
-                "player_id": change.player_id,
-                "rating_before": change.rating_before,
-                "rating_after": change.rating_after,
-                "delta": change.delta,
-                "expected_score": change.expected_score,
-                "actual_score": change.actual_score,
-                "k_factor": change.k_factor,
-                "sequence": sequence + state[(ladder, change.player_id)][8],
-                "games_played": sequence,
-                "out_of_order": out_of_order,
-                "occurred_at": occurred_text,
-            }, ensure_ascii=False, separators=(",", ":"))))
+            event = match_event(event_id, match_id, ladder, change, sequence + state[(ladder, change.player_id)][8],
+                                sequence, out_of_order, occurred_text)
+            outbox.append((event_id, json.dumps(event, ensure_ascii=False, separators=(",", ":"))))
         results[position] = Applied(seq, changes, out_of_order, 0.0)
     # History and outbox rows go in by COPY: no conflict is possible once the ledger rows are in
     # (their unique keys derive from the match ids), and COPY is the cheapest way in for many rows.
