@@ -408,6 +408,8 @@ def evaluate(
     if missing_player:
         err.print(f"[red]player {player!r} has no match in the history[/red]")
         raise typer.Exit(1)
+
+
 class ExportFormat(str, Enum):
     """File formats of `ratings export`."""
 
