@@ -16,7 +16,7 @@ It gets there without changing any arithmetic:
   :data:`CACHE_LIMIT` entries, so memory stays bounded whatever the length of the ledger.
 
 The expected score, the update ``R + K * (S - E)``, the team mean ``sum(r) / len(r)`` and the
-rounding are written exactly as :mod:`engine.elo`, :mod:`engine.teams` and
+rounding are written exactly as :mod:`engine.elo`, :mod:`engine.rating` and
 :class:`engine.policy.RatingPolicy` write them, so the same floating-point operations happen in
 the same order.
 """
@@ -207,7 +207,7 @@ class Replayer:
             before_b.append(initial if s is None else s[0])
         if not before_a or not before_b:
             raise ValueError("a side needs at least one player")
-        # engine.teams.side_rating, engine.elo.expected_score
+        # the mean side rating and expected score, as engine.rating writes them
         side_a = before_a[0] if len(before_a) == 1 else sum(before_a) / len(before_a)
         side_b = before_b[0] if len(before_b) == 1 else sum(before_b) / len(before_b)
         expected_a = 1.0 / (1.0 + 10.0 ** ((side_b - side_a) / policy.scale))

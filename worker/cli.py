@@ -92,7 +92,6 @@ def worker(
     _database_url()
     _broker_url()
     _policies()  # a broken ladders file stops the worker here, before it takes any message
-    _record_policies()
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before prometheus_client is imported
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ratings-metrics-")
     from worker.celery_app import app as celery_app
