@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable from a checkout, uninstalled
 
-from worker.cli import main  # noqa: E402
+from worker.cli.main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.argv = ["ratings", "bench", *sys.argv[1:]]

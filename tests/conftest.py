@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.embedded import EmbeddedServers
+from worker.devtools.embedded import EmbeddedServers
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"

@@ -1,3 +1,3 @@
-from worker.cli import main
+from worker.cli.main import main
 
 main()

@@ -24,15 +24,15 @@ import psycopg
 import pytest
 import redis
 
-from worker import repository
-from worker.embedded import EmbeddedServers
-from worker.generate import generate_sedma_matches
-from worker.ladders import load_ladders
-from worker.migrations import migrate
+from worker import store as repository
+from worker.devtools.embedded import EmbeddedServers
+from worker.devtools.generate import generate_sedma_matches
+from worker.policy.ladders import load_ladders
+from worker.store.migrate import migrate
 from worker.producer import producer_app, publish_match
-from worker.runtime import ServiceProcesses
+from worker.devtools.runtime import ServiceProcesses
 from worker.settings import DEFAULT_LADDERS_FILE
-from worker.verify import verify_ladder
+from worker.ops.verify import verify_ladder
 
 pytestmark = pytest.mark.faults
 

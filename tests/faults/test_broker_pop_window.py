@@ -2,7 +2,7 @@
 
 kombu's Redis transport pops a message (``BRPOP``) and then records it in the ``unacked`` hash in a
 second command: a Redis stopped between the two lost the message (one run in three of the
-restart-redis scenario). :mod:`worker.transport` moves it atomically into an in-flight list first.
+restart-redis scenario). :mod:`worker.service.transport` moves it atomically into an in-flight list first.
 Each test stops the scenario's own Redis (append-only, fsync always) exactly in that window: right
 after the pop/move reply, before the unacked bookkeeping.
 """
@@ -17,8 +17,8 @@ import redis
 from kombu import Connection, Exchange, Queue
 from kombu.transport import redis as kombu_redis
 
-from worker import transport
-from worker.embedded import EmbeddedServers
+from worker.service import transport
+from worker.devtools.embedded import EmbeddedServers
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -34,7 +34,7 @@ def own(tmp_path):
 
 def _publish(url: str, body: dict) -> Queue:
     queue = Queue(QUEUE, Exchange(QUEUE), QUEUE)
-    with Connection(url, transport="worker.transport:Transport") as conn:
+    with Connection(url, transport="worker.service.transport:Transport") as conn:
         conn.Producer().publish(body, exchange=queue.exchange, routing_key=QUEUE, declare=[queue])
     return queue
 
@@ -67,17 +67,17 @@ def test_stock_kombu_transport_loses_a_message_popped_just_before_a_redis_stop(o
 
 
 def test_message_moved_just_before_a_redis_stop_survives_and_is_delivered_once(own, monkeypatch):
-    """With worker.transport the message is in this process's in-flight list after the restart, and
+    """With worker.service.transport the message is in this process's in-flight list after the restart, and
     the next consumer (a reconnection) pushes it back and receives it, once."""
     queue = _publish(own.broker_url, {"n": 1})
-    _consume_with_restart_in_window(own, "worker.transport:Transport", transport.QoS, monkeypatch, queue)
+    _consume_with_restart_in_window(own, "worker.service.transport:Transport", transport.QoS, monkeypatch, queue)
     r = redis.Redis.from_url(own.broker_url)
     inflight = r.zrange(transport.INFLIGHT, 0, -1)
     assert len(inflight) == 1 and r.llen(inflight[0]) == 1 and r.llen(QUEUE) == 0
     assert json.loads(r.lindex(inflight[0], 0))["body"]  # the message itself, persisted by the AOF
 
     received = []
-    with Connection(own.broker_url, transport="worker.transport:Transport") as conn:
+    with Connection(own.broker_url, transport="worker.service.transport:Transport") as conn:
         with conn.Consumer(queue, callbacks=[lambda body, message: (received.append(body), message.ack())]):
             conn.drain_events(timeout=5)
             with pytest.raises(TimeoutError):
@@ -94,13 +94,13 @@ def test_in_flight_list_of_a_dead_consumer_is_pushed_back_after_the_visibility_t
     dead = f"{transport.INFLIGHT}\x06\x16deadhost.1.x\x06\x16{QUEUE}"
     r.lmove(QUEUE, dead, "RIGHT", "LEFT")
     r.zadd(transport.INFLIGHT, {dead: time.time() - 30})
-    with Connection(own.broker_url, transport="worker.transport:Transport",
+    with Connection(own.broker_url, transport="worker.service.transport:Transport",
                     transport_options={"visibility_timeout": 60}) as conn:
         channel = conn.channel()
         channel.basic_consume(QUEUE, False, lambda message: None, "t")
         channel.qos.restore_visible(num=10, interval=1)
         assert r.llen(QUEUE) == 0 and r.llen(dead) == 1  # silent 30 s < 60 s: maybe still alive
-    with Connection(own.broker_url, transport="worker.transport:Transport",
+    with Connection(own.broker_url, transport="worker.service.transport:Transport",
                     transport_options={"visibility_timeout": 10}) as conn:
         channel = conn.channel()
         channel.basic_consume(QUEUE, False, lambda message: None, "t")
@@ -113,7 +113,7 @@ def test_a_message_pushed_back_meanwhile_is_not_claimed_twice(own):
     longer in the in-flight list records nothing and delivers nothing (it is on the queue again)."""
     queue = _publish(own.broker_url, {"n": 3})
     r = redis.Redis.from_url(own.broker_url)
-    with Connection(own.broker_url, transport="worker.transport:Transport") as conn:
+    with Connection(own.broker_url, transport="worker.service.transport:Transport") as conn:
         channel = conn.channel()
         channel.basic_consume(QUEUE, False, lambda message: None, "t")
         payload = channel._get(QUEUE)  # moved into the in-flight list, not yet claimed

@@ -11,7 +11,7 @@ import time
 import psycopg
 import pytest
 
-from worker.repository import LADDER_LOCK_CLASS
+from worker.store import LADDER_LOCK_CLASS
 from worker.settings import DEFAULT_LADDERS_FILE
 
 pytestmark = pytest.mark.faults

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 import redis
 
-from worker.migrations import migrate
-from worker.runtime import ServiceProcesses, wait_until_drained
+from worker.store.migrate import migrate
+from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.settings import get_settings
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,10 @@ from collections import defaultdict
 
 import pytest
 
-from worker.generate import generate_sedma_matches
-from worker.ladders import load_ladders
-from worker.service import RatingService, open_pool
+from worker.devtools.generate import generate_sedma_matches
+from worker.policy.ladders import load_ladders
+from worker.service.rating_service import RatingService
+from worker.store.pool import open_pool
 from worker.settings import DEFAULT_LADDERS_FILE, Settings
 
 from .test_worker import match, ratings, run_cli
@@ -137,7 +138,7 @@ def test_a_batch_that_fails_for_a_permanent_reason_is_applied_one_by_one_and_onl
     """A permanent error in the batch transaction (here: the engine raising for one match) rolls the
     batch back; its messages are then applied one by one, and only the culprit becomes an
     internal_error dead letter."""
-    from worker import repository
+    from worker.store import rating as repository
 
     real_rate = repository.rate
 

@@ -1,7 +1,7 @@
 """`ratings evaluate` as a user runs it: from a real ledger in PostgreSQL (matches applied by the
 session's Celery workers), from the international football file, and from a JSON Lines file.
 
-Expected figures are computed here, independently of worker.evaluate and of the engine: from the
+Expected figures are computed here, independently of worker.ops.evaluate and of the engine: from the
 expected scores the workers stored in ``rating_changes``, or from a few lines of Elo written out
 below; counts come from the data set's own README (49,520 matches, 11,258 draws, 337 teams).
 """

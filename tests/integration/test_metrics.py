@@ -98,7 +98,7 @@ def test_relay_readiness_fails_when_the_broker_is_unreachable_and_when_the_outbo
     older than RATINGS_RELAY_MAX_LAG unpublished answers 503 with the lag."""
     import os
 
-    from worker.runtime import ServiceProcesses
+    from worker.devtools.runtime import ServiceProcesses
 
     procs = ServiceProcesses(dict(os.environ, RATINGS_BROKER_URL="redis://127.0.0.1:1/0"), tmp_path / "a")
     lagging = ServiceProcesses(dict(os.environ, RATINGS_RELAY_MAX_LAG="1", RATINGS_STREAM=env.stream + "-lag"),
@@ -145,13 +145,13 @@ def test_each_handled_message_logs_one_json_line_with_match_task_ladder_and_dura
     import os
 
     from worker.producer import producer_app, publish_match
-    from worker.runtime import ServiceProcesses, wait_until_drained
+    from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 
     queue = env.queue + "-logs"
     procs = ServiceProcesses(dict(os.environ, RATINGS_QUEUE=queue, RATINGS_LOG_JSON="true"), tmp_path)
     try:
         procs.start_worker("log-worker", loglevel="INFO")
-        from worker import repository
+        from worker import store as repository
 
         with env.connect() as conn:  # received, not applied: earlier tests' dead letters count there too
             before = repository.counts(conn).received

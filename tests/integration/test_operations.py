@@ -85,9 +85,9 @@ def test_credentials_in_urls_never_reach_the_logs(clean, tmp_path):
     rate a match, and neither password appears in their logs or in doctor's output."""
     from urllib.parse import urlsplit, urlunsplit
 
-    from worker.embedded import EmbeddedServers
+    from worker.devtools.embedded import EmbeddedServers
     from worker.producer import producer_app, publish_match
-    from worker.runtime import ServiceProcesses
+    from worker.devtools.runtime import ServiceProcesses
 
     secret_pg, secret_redis = "Sup3rS3cretPg", "Sup3rS3cretRedis"
     broker = EmbeddedServers.start(tmp_path / "redis", postgres=False, redis_password=secret_redis)

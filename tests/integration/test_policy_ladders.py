@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.ladders import load_ladder_policies
-from worker.runtime import ServiceProcesses
+from worker.policy.ladders import load_ladder_policies
+from worker.devtools.runtime import ServiceProcesses
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""The consumer side of batching (worker.batching.Batcher) without a server: when a batch is sent to
+"""The consumer side of batching (worker.service.batching.Batcher) without a server: when a batch is sent to
 the pool, and how each message of a batch is acknowledged or requeued. The pool, timer and
 requests are stand-ins that record what the batcher did; the transaction side is tested against a
 real PostgreSQL in tests/integration/test_batches.py."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from celery import bootsteps
 
-from worker import batching
+from worker.service import batching
 from worker.settings import Settings
 
 
@@ -71,8 +71,8 @@ class FakeConsumer:
 
 @pytest.fixture
 def make_batcher():
-    from worker.celery_app import app
-    from worker.tasks import apply_match
+    from worker.service.celery_app import app
+    from worker.service.tasks import apply_match
 
     def make(batch_size=3, flush_interval=0.002, children=1):
         consumer = FakeConsumer(children)
@@ -210,8 +210,8 @@ def test_an_acknowledgement_that_fails_is_logged_and_the_rest_still_settle(make_
 
 def test_a_consumer_restart_retires_the_previous_batcher(monkeypatch):
     """The strategy is built again when the consumer restarts; the old batcher is retired then."""
-    from worker.celery_app import app
-    from worker.tasks import apply_match
+    from worker.service.celery_app import app
+    from worker.service.tasks import apply_match
 
     monkeypatch.setattr(batching, "_current", {})
     monkeypatch.setattr(batching, "get_settings", lambda: Settings(batch_size=10))
@@ -224,8 +224,8 @@ def test_batch_size_one_uses_celerys_default_strategy(monkeypatch):
     """RATINGS_BATCH_SIZE=1 keeps one task per message: Celery's own strategy, no batcher."""
     from celery.worker import strategy as celery_strategy
 
-    from worker.celery_app import app
-    from worker.tasks import apply_match
+    from worker.service.celery_app import app
+    from worker.service.tasks import apply_match
 
     seen = []
     monkeypatch.setattr(batching, "get_settings", lambda: Settings(batch_size=1))

@@ -34,7 +34,7 @@ import pytest
 import yaml
 from referencing import Registry, Resource
 
-from worker.ladders import load_ladders
+from worker.policy.ladders import load_ladders
 from worker.settings import DEFAULT_LADDERS_FILE, Settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-import worker.evaluate as ev
+import worker.ops.evaluate as ev
 from engine import BandedK, ConstantK, Match, Outcome, Participant, RatingChange, RatingPolicy, Rounding
-from worker.evaluate import (
+from worker.ops.evaluate import (
     HistoryItem,
     LabelledPolicy,
     accuracy,
@@ -342,7 +342,7 @@ FOOTBALL_HEADER = "date,home_team,away_team,home_score,away_score,tournament,cit
 
 
 def test_football_rows_map_home_team_to_side_a_with_the_date(tmp_path):
-    """Through worker.football's mapping: home = side A, outcome from the score, date at 00:00 UTC."""
+    """Through worker.ops.football's mapping: home = side A, outcome from the score, date at 00:00 UTC."""
     path = tmp_path / "results.csv"
     path.write_text(FOOTBALL_HEADER + "1872-11-30,Scotland,England,0,0,Friendly,Glasgow,Scotland,FALSE\n"
                     "1873-03-08,England,Scotland,4,2,Friendly,London,England,FALSE\n")

@@ -8,9 +8,9 @@ import io
 import openpyxl
 import pytest
 
-from worker.export import HEADERS, Standing, csv_text, standings_from_rows, win_share, write_csv_file, write_xlsx
+from worker.ops.export import HEADERS, Standing, csv_text, standings_from_rows, win_share, write_csv_file, write_xlsx
 
-ROWS = [  # as worker.repository.leaderboard returns them
+ROWS = [  # as worker.store.leaderboard returns them
     {"rank": 1, "player_id": "alice", "rating": 1225.5, "games": 4, "wins": 2, "draws": 1, "losses": 1,
      "win_pct": None, "peak_rating": 1230.25},
     {"rank": 2, "player_id": "=HYPERLINK(\"x\")", "rating": 1200.0, "games": 2, "wins": 0, "draws": 2, "losses": 0,

@@ -9,8 +9,9 @@ import psycopg
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
-from worker import repository, service
-from worker.ladders import load_ladders
+from worker import store as repository
+from worker.service import rating_service as service
+from worker.policy.ladders import load_ladders
 from worker.settings import DEFAULT_LADDERS_FILE, Settings
 
 MESSAGE = {

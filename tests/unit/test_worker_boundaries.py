@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from engine import SEDMA_K, ConstantK, Rounding
-from worker.ladders import LadderConfigError, load_ladders
+from worker.policy.ladders import LadderConfigError, load_ladders
 from worker.settings import DEFAULT_LADDERS_FILE
 
 
@@ -16,7 +16,7 @@ def test_the_producer_helper_imports_neither_the_tasks_nor_the_database_driver()
     """A game backend importing worker.producer pulls in schemas and Celery only."""
     code = (
         "import sys, worker.producer\n"
-        "bad = sorted(m for m in sys.modules if m in {'worker.tasks', 'worker.repository', 'worker.service', "
+        "bad = sorted(m for m in sys.modules if m in {'worker.service.tasks', 'worker.store', 'worker.service.rating_service', "
         "'psycopg', 'psycopg_pool', 'engine'})\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"

@@ -20,8 +20,8 @@ from psycopg_pool import ConnectionPool
 
 from engine import RatingPolicy, UnratableMatch
 from schemas import InvalidMessage, parse_match_finished
-from worker import repository
-from worker.faults import FaultInjector
+from worker import store as repository
+from worker.service.faults import FaultInjector
 from worker.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -89,36 +89,13 @@ class Handled:
     lock_wait_seconds: float | None = None
 
 
-def open_pool(settings: Settings) -> ConnectionPool:
-    """A psycopg connection pool with the worker's session settings (autocommit, timeouts).
-
-    Opened per process (after fork in Celery children), never at import.
-    """
-    if not settings.database_url:
-        raise RuntimeError("RATINGS_DATABASE_URL is not set")
-    # force_custom_plan: psycopg prepares repeated statements, and a generic plan made while
-    # `players` was small (a sequential scan for the row locks) would otherwise stay in use until an
-    # ANALYZE; with autovacuum off that never comes and throughput collapses (seen in the benchmark).
-    options = (f"-c lock_timeout={settings.lock_timeout_ms} -c statement_timeout={settings.statement_timeout_ms}"
-               " -c plan_cache_mode=force_custom_plan")
-    return ConnectionPool(
-        settings.database_url,
-        min_size=1,
-        max_size=settings.pool_max_size,
-        kwargs={"autocommit": True, "options": options},
-        check=ConnectionPool.check_connection,
-        open=True,
-        name="ratings",
-    )
-
-
 class RatingService:
     """Applies match-finished messages to the ladders in ``policies`` through ``pool``.
 
     ``policies`` maps each configured ladder to its policy in the ladders file and ``contents`` to
-    that policy's canonical content (:func:`worker.policies.ladder_contents`), which is recorded as
+    that policy's canonical content (:func:`worker.policy.stored.ladder_contents`), which is recorded as
     the ladder's policy in force the first time a match of the ladder is rated. A match is rated
-    under the policy in force (:func:`worker.repository.policy_in_force`), which a rebuild switches.
+    under the policy in force (:func:`worker.store.policy_in_force`), which a rebuild switches.
     """
 
     def __init__(self, pool: ConnectionPool, policies: dict[str, RatingPolicy], settings: Settings,

@@ -1,4 +1,4 @@
-"""``ratings policy show|diff`` and ``ratings check-published`` (registered by :mod:`worker.cli`)."""
+"""``ratings policy show|diff`` and ``ratings check-published`` (registered by :mod:`worker.cli.main`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ err = Console(stderr=True)
 
 
 def ladder_policies_or_exit():
-    """The ladders file's policies (:func:`worker.ladders.load_ladder_policies`); on a broken file,
+    """The ladders file's policies (:func:`worker.policy.ladders.load_ladder_policies`); on a broken file,
     print the error (file, line, key) and exit 2."""
-    from worker.ladders import LadderConfigError, load_ladder_policies
+    from worker.policy.ladders import LadderConfigError, load_ladder_policies
 
     try:
         return load_ladder_policies(get_settings().ladders_file)
@@ -64,7 +64,7 @@ def show(
     force (the one workers rate under; `ratings rebuild` switches it) and matches per version."""
     import tomli_w
 
-    from worker.policy_config import PolicyConfigError, load_policy
+    from worker.policy.config import PolicyConfigError, load_policy
 
     if file is not None:
         try:
@@ -109,7 +109,7 @@ def show(
 def _resolve(spec: str):
     """A policy file path, ``ladder:NAME`` for a configured ladder's active policy, or
     ``version:HASH`` for a policy recorded in the database (``policies`` table)."""
-    from worker.policy_config import LoadedPolicy, PolicyConfig, PolicyConfigError, load_policy
+    from worker.policy.config import LoadedPolicy, PolicyConfig, PolicyConfigError, load_policy
 
     if spec.startswith("version:"):
         import psycopg
@@ -148,7 +148,7 @@ def diff_command(
     exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 1 when the policies differ (as git diff).")] = False,
 ) -> None:
     """What changed between two policies: every setting that differs, old and new values."""
-    from worker.policy_config import diff
+    from worker.policy.config import diff
 
     a, b = _resolve(old), _resolve(new)
     changes = diff(a.config.canonical(), b.config.canonical())
@@ -172,8 +172,8 @@ def check_published_command(
 ) -> None:
     """Replay a published rating table (FiveThirtyEight's nfl_games.csv layout) under a policy and
     compare every pre-game rating and win probability; exit 1 when any row is off."""
-    from worker.policy_config import PolicyConfigError, load_policy
-    from worker.published import check_published
+    from worker.policy.config import PolicyConfigError, load_policy
+    from worker.ops.published import check_published
 
     try:
         loaded = load_policy(policy)

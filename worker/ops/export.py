@@ -57,7 +57,7 @@ def win_share(wins: int, draws: int, games: int) -> float | None:
 
 
 def standings_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Standing]:
-    """:class:`Standing` rows from :func:`worker.repository.leaderboard` rows."""
+    """:class:`Standing` rows from :func:`worker.store.leaderboard` rows."""
     return [
         Standing(int(r["rank"]), r["player_id"], r["wins"], r["losses"], r["draws"],
                  win_share(r["wins"], r["draws"], r["games"]), float(r["rating"]), float(r["peak_rating"]), r["games"])

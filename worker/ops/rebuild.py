@@ -43,8 +43,8 @@ import psycopg
 
 from engine import Match, RatingChange, RatingPolicy
 from engine.replay import Standing, replay_changes
-from worker import repository
-from worker.faults import FaultInjector
+from worker import store as repository
+from worker.service.faults import FaultInjector
 from worker.mapping import to_engine_match
 
 ORDERS = ("applied", "finished-at")
@@ -135,7 +135,7 @@ class _Fold:
 def history_row(seq: int, match: Match, change: RatingChange, ladder: str, standing: Standing,
                  occurred_at: datetime, generation: int, version: str) -> tuple:
     """A ``rating_changes`` row of a rebuilt generation, in the column order of
-    :data:`worker.repository.REBUILD_HISTORY_COPY`: ``sequence`` is the player's n-th match on the
+    :data:`worker.store.REBUILD_HISTORY_COPY`: ``sequence`` is the player's n-th match on the
     ladder (``standing`` after the match), ``event_id`` NULL (a rebuilt row announces no event)."""
     return (seq, match.match_id, ladder, change.player_id, standing.games_played, change.rating_before,
             change.rating_after, change.expected_score, change.actual_score, change.k_factor, change.result,
@@ -305,7 +305,7 @@ def _catch_up(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dic
 
 
 def _standing_rows(fold: _Fold, rebuild_id: int, player_ids) -> list[tuple]:
-    """Rows of :data:`worker.repository.REBUILD_STAGING_COLUMNS` for ``player_ids``: the replayed
+    """Rows of :data:`worker.store.REBUILD_STAGING_COLUMNS` for ``player_ids``: the replayed
     standing, the rebuild event id, and the player's last match in the new history."""
     rows = []
     for pid in player_ids:

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from worker import repository
+from worker import store as repository
 from worker.settings import get_settings
 
 app = typer.Typer(
@@ -47,7 +47,7 @@ def _broker_url() -> str:
 
 def _policies():
     """Ladder name to engine policy from the ladders file; exit 2 naming file, line and key if broken."""
-    from worker.cli_policy import ladder_policies_or_exit
+    from worker.cli.policy import ladder_policies_or_exit
 
     return {name: loaded.policy for name, loaded in ladder_policies_or_exit().items()}
 
@@ -61,8 +61,8 @@ def _known_ladder(ladder: str) -> None:
 
 @app.command()
 def migrate() -> None:
-    """Apply pending database migrations (yoyo-migrations, files in worker/migrations)."""
-    from worker.migrations import migrate as run
+    """Apply pending database migrations (yoyo-migrations, files in worker/store/migrations)."""
+    from worker.store.migrate import migrate as run
 
     applied = run(_database_url())
     console.print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
@@ -71,7 +71,7 @@ def migrate() -> None:
 
 def _record_policies() -> None:
     """Keep each configured ladder's policy content under its version (``policies`` table)."""
-    from worker.cli_policy import ladder_policies_or_exit
+    from worker.cli.policy import ladder_policies_or_exit
 
     loaded = ladder_policies_or_exit()
     try:
@@ -94,7 +94,7 @@ def worker(
     _policies()  # a broken ladders file stops the worker here, before it takes any message
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before prometheus_client is imported
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ratings-metrics-")
-    from worker.celery_app import app as celery_app
+    from worker.service.celery_app import app as celery_app
 
     settings = get_settings()
     celery_app.worker_main(
@@ -106,8 +106,8 @@ def worker(
 @app.command()
 def relay() -> None:
     """Publish committed rating-changed events from the outbox to the Redis Stream."""
-    from worker.observability import configure_logging
-    from worker.relay import run_relay, serve_relay_http
+    from worker.service.observability import configure_logging
+    from worker.service.relay import run_relay, serve_relay_http
 
     _database_url()
     _broker_url()
@@ -152,7 +152,7 @@ def import_football(
     limit: Annotated[Optional[int], typer.Option(help="Only the first N matches.")] = None,
 ) -> None:
     """Publish the international football results as MatchFinished messages, one per match."""
-    from worker.football import DEFAULT_RESULTS, football_matches
+    from worker.ops.football import DEFAULT_RESULTS, football_matches
 
     matches = list(football_matches(path or DEFAULT_RESULTS, ladder, limit))
     n = _publish_all(iter(matches), len(matches), "publishing football matches")
@@ -167,7 +167,7 @@ def generate(
     ladder: Annotated[str, typer.Option(help="Ladder name.")] = "sedma",
 ) -> None:
     """Write seeded Sedma matches (1v1 and 2v2) as JSON Lines to standard output."""
-    from worker.generate import generate_sedma_matches
+    from worker.devtools.generate import generate_sedma_matches
 
     for m in generate_sedma_matches(matches, players, seed, ladder):
         sys.stdout.write(m.model_dump_json() + "\n")
@@ -237,7 +237,7 @@ def history(
 @app.command()
 def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: every configured ladder).")] = None) -> None:
     """Replay the ledger with the engine and compare with stored ratings; exit 1 on any difference."""
-    from worker.verify import verify_ladder
+    from worker.ops.verify import verify_ladder
 
     policies = _policies()
     ladders = [ladder] if ladder else sorted(policies)
@@ -300,8 +300,8 @@ def evaluate(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from worker import evaluate as ev
-    from worker.ladders import LadderConfigError, load_policy_file
+    from worker.ops import evaluate as ev
+    from worker.policy.ladders import LadderConfigError, load_policy_file
 
     if ladder is None and file is None:
         err.print("[red]name a history[/red]: --ladder L (its ledger) or --file F (football CSV or JSON Lines)")
@@ -428,7 +428,7 @@ def export(
     Columns: Rank, Name, Wins, Losses, Draws, Win %, Rating, Peak, Games. Win % counts a draw as
     half a win: (wins + draws / 2) / games.
     """
-    from worker.export import csv_text, standings_from_rows, write_csv_file, write_xlsx
+    from worker.ops.export import csv_text, standings_from_rows, write_csv_file, write_xlsx
 
     _known_ladder(ladder)
     if fmt is None and str(output) == "-":
@@ -485,9 +485,9 @@ def rebuild(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from worker.faults import FaultInjector
-    from worker.policies import ladder_contents
-    from worker.rebuild import RebuildError, rebuild_ladder
+    from worker.service.faults import FaultInjector
+    from worker.policy.stored import ladder_contents
+    from worker.ops.rebuild import RebuildError, rebuild_ladder
 
     _known_ladder(ladder)
     settings = get_settings()
@@ -568,7 +568,7 @@ def rebuilds(
 dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.", invoke_without_command=True)
 app.add_typer(dead_letters_app, name="dead-letters")
 
-from worker.cli_policy import check_published_command, policy_app  # noqa: E402
+from worker.cli.policy import check_published_command, policy_app  # noqa: E402
 
 app.add_typer(policy_app, name="policy")
 app.command("check-published")(check_published_command)
@@ -634,7 +634,7 @@ def dead_letters_requeue(
     refused) is never requeued: it would have to be unpickled.
     """
     from worker.producer import producer_app, publish_match
-    from worker.requeue import RequeueRefused, requeue_body
+    from worker.ops.requeue import RequeueRefused, requeue_body
 
     settings = get_settings()
     papp = producer_app(_broker_url())
@@ -691,7 +691,7 @@ def doctor(
     for requeue or discard), queue depth (queued and reserved-unacknowledged), and
     ledger/stored-rating mismatches (``verify`` of every configured ladder).
     """
-    from worker.doctor import run_checks
+    from worker.ops.doctor import run_checks
 
     findings = run_checks(get_settings(), _policies(), outbox_lag, max_queue_depth, not skip_verify)
     table = Table(title="ratings doctor")
@@ -712,7 +712,7 @@ def demo(
     workers: Annotated[int, typer.Option(help="Worker processes.")] = 2,
 ) -> None:
     """Run the whole path on real data: embedded servers unless URLs are set."""
-    from worker.demo import run_demo
+    from worker.devtools.demo import run_demo
 
     raise typer.Exit(run_demo(football_limit=limit, sedma_matches=sedma, workers=workers))
 
@@ -741,7 +741,7 @@ def bench(
     Uses RATINGS_DATABASE_URL / RATINGS_BROKER_URL when set (in a database, queue and stream of its
     own, removed at the end), embedded servers otherwise. Prints tables and writes --output.
     """
-    from worker.bench import BenchConfig, run_bench
+    from worker.devtools.bench import BenchConfig, run_bench
 
     try:
         counts = [int(w) for w in workers.split(",") if w.strip()]

@@ -22,8 +22,9 @@ import psycopg
 import redis
 import stamina
 
-from worker import observability, repository
-from worker.faults import FaultInjector
+from worker.service import observability
+from worker import store as repository
+from worker.service.faults import FaultInjector
 from worker.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ import psycopg
 import redis
 
 from engine import RatingPolicy
-from worker import repository
+from worker import store as repository
 from worker.settings import Settings
-from worker.verify import verify_ladder
+from worker.ops.verify import verify_ladder
 
 
 @dataclass(frozen=True)

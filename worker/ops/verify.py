@@ -8,7 +8,7 @@ import psycopg
 
 from engine import RatingPolicy
 from engine.fast_replay import replay  # bit-identical to engine.replay.replay (tested), ~10x faster
-from worker import repository
+from worker import store as repository
 from worker.mapping import to_engine_match
 
 
@@ -48,7 +48,7 @@ def verify_ladder(conn: psycopg.Connection, ladder: str, policy: RatingPolicy) -
     one a rebuild recorded (``--order finished-at``). The ledger, the ladder's record and the
     players are read in one REPEATABLE READ transaction (one snapshot), so the check is exact while
     workers keep applying matches and while a rebuild switches over. ``conn`` must not be inside a
-    transaction. Raises :class:`worker.policies.PolicyUnavailable` when the recorded policy cannot
+    transaction. Raises :class:`worker.policy.stored.PolicyUnavailable` when the recorded policy cannot
     be read by this release.
     """
     count = 0

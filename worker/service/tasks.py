@@ -11,12 +11,13 @@ import time
 import structlog
 from celery.signals import setup_logging, worker_process_init, worker_process_shutdown, worker_ready
 
-from worker import observability
+from worker.service import observability
 
-from worker.celery_app import app
-from worker.ladders import load_ladders
-from worker.policies import ladder_contents
-from worker.service import TRANSIENT_ERRORS, RatingService, open_pool
+from worker.service.celery_app import app
+from worker.policy.ladders import load_ladders
+from worker.policy.stored import ladder_contents
+from worker.service.rating_service import TRANSIENT_ERRORS, RatingService
+from worker.store.pool import open_pool
 from worker.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -88,13 +89,13 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
         log.error("cannot serve metrics and health on port %s: %s", settings.metrics_port, exc)
 
 
-@app.task(name="ratings.apply_match", bind=True, Strategy="worker.batching:strategy")
+@app.task(name="ratings.apply_match", bind=True, Strategy="worker.service.batching:strategy")
 def apply_match(self, *args, **kwargs) -> str:
     """Apply one MatchFinished message (the task's single positional argument).
 
     This body runs when ``RATINGS_BATCH_SIZE`` is 1 (one message per task and transaction); with
     batching, the worker's consumer buffers the messages of this task and applies them in batches
-    (:mod:`worker.batching`), with the same outcomes per message.
+    (:mod:`worker.service.batching`), with the same outcomes per message.
 
     Any other call shape (no argument, several, keyword arguments) is kept as a dead letter with
     reason ``bad_task_arguments``. Transient database errors that outlast the in-process retries
@@ -139,7 +140,7 @@ def record_handled(handled, duration: float, task_id: str | None = None, batch_s
         observability.OUT_OF_ORDER.labels(handled.ladder).inc()
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
-    structlog.get_logger("worker.tasks").info(
+    structlog.get_logger("worker.service.tasks").info(
         "match handled", outcome=handled.outcome, match_id=handled.match_id, ladder=handled.ladder,
         reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2), batch_size=batch_size,
     )

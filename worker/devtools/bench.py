@@ -55,8 +55,8 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
-from worker import repository
-from worker.runtime import ServiceProcesses
+from worker import store as repository
+from worker.devtools.runtime import ServiceProcesses
 from worker.settings import get_settings
 
 console = Console()
@@ -162,7 +162,7 @@ def _code_version() -> dict[str, Any]:
     """The code measured: git commit and whether the work tree had changes, the Celery broker transport."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     info: dict[str, Any] = {}
     try:
         info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
@@ -172,7 +172,7 @@ def _code_version() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         info["commit"] = None
     try:
-        from worker.celery_app import app
+        from worker.service.celery_app import app
 
         info["broker_transport"] = str(app.conf.broker_transport or "kombu default for the URL")
     except Exception as exc:  # noqa: BLE001 - informative only
@@ -205,8 +205,8 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
     from engine import Match, Outcome, Participant, rate
     from engine import fast_replay
     from engine.replay import replay
-    from worker.generate import generate_sedma_matches
-    from worker.ladders import load_ladders
+    from worker.devtools.generate import generate_sedma_matches
+    from worker.policy.ladders import load_ladders
     from worker.mapping import to_engine_match
 
     policies = load_ladders(get_settings().ladders_file)
@@ -311,10 +311,10 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
 
 def service_matches(count: int, seed: int, prefix: str, players: int, hot_share: float = 0.0,
                     hot_players: int = 10) -> list[dict[str, Any]]:
-    """``count`` generated Sedma matches (``worker.generate``: 1v1 and 2v2, plausible stats) as JSON
+    """``count`` generated Sedma matches (``worker.devtools.generate``: 1v1 and 2v2, plausible stats) as JSON
     dicts, their players drawn uniformly from ``players`` ids; with ``hot_share``, that share of the
     matches has one of its players replaced by one of ``hot_players`` hot players."""
-    from worker.generate import generate_sedma_matches
+    from worker.devtools.generate import generate_sedma_matches
 
     rng = random.Random(seed)
     out = []
@@ -334,8 +334,8 @@ def _events_of(matches: list[dict]) -> int:
 
 
 class _BenchProcesses(ServiceProcesses):
-    """Worker processes that know ``ratings.noop`` even before ``worker.celery_app`` imports
-    ``worker.bench_tasks``: the same ``ratings worker`` command, with that module imported first."""
+    """Worker processes that know ``ratings.noop`` even before ``worker.service.celery_app`` imports
+    ``worker.devtools.bench_tasks``: the same ``ratings worker`` command, with that module imported first."""
 
     def _start(self, name, args, port_setting):
         import subprocess
@@ -345,10 +345,10 @@ class _BenchProcesses(ServiceProcesses):
             return super()._start(name, args, port_setting)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / f"{name}.log", "ab")
-        from worker.runtime import _free_port
+        from worker.devtools.runtime import _free_port
 
         self.ports[name] = _free_port()
-        code = "import sys, worker.bench_tasks; from worker.cli import main; sys.argv[0] = 'ratings'; main()"
+        code = "import sys, worker.devtools.bench_tasks; from worker.cli.main import main; sys.argv[0] = 'ratings'; main()"
         proc = subprocess.Popen(
             [sys.executable, "-c", code, *args], env={**self.env, port_setting: str(self.ports[name])},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -358,10 +358,10 @@ class _BenchProcesses(ServiceProcesses):
 
 
 def _noop_wired() -> bool:
-    """Does ``ratings worker`` import the no-op task by itself (``worker.bench_tasks`` in imports)?"""
-    from worker.celery_app import app
+    """Does ``ratings worker`` import the no-op task by itself (``worker.devtools.bench_tasks`` in imports)?"""
+    from worker.service.celery_app import app
 
-    return "worker.bench_tasks" in tuple(app.conf.imports or ())
+    return "worker.devtools.bench_tasks" in tuple(app.conf.imports or ())
 
 
 def _rss(pid: int) -> tuple[int, int]:
@@ -570,8 +570,8 @@ class Cluster:
         return result | {"bench_vacuum_rounds": vacuum.rounds}
 
     def _run_matches(self, label, matches, timeout, rate, preload) -> dict[str, Any]:
-        from worker.ladders import load_ladders
-        from worker.verify import verify_ladder
+        from worker.policy.ladders import load_ladders
+        from worker.ops.verify import verify_ladder
 
         times, published, clock = self._publish_timed(RATING_TASK, matches, rate, preload)
         sent = {m["match_id"]: t for m, t in zip(matches, times)}
@@ -798,8 +798,8 @@ def _verify_child(database_url: str, ladders_file: str, mode: str) -> dict[str, 
     :mod:`engine.fast_replay`, ``idle``: imports and a connection only, the memory baseline)."""
     import psutil
 
-    from worker.ladders import load_ladders
-    from worker.verify import verify_ladder
+    from worker.policy.ladders import load_ladders
+    from worker.ops.verify import verify_ladder
 
     policy = load_ladders(Path(ladders_file))["elo"]
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -834,7 +834,7 @@ def _peak_rss() -> int:
 def fast_verify(conn: psycopg.Connection, ladder: str, policy) -> tuple[bool, int, int]:
     """``verify_ladder`` with :mod:`engine.fast_replay` in place of :func:`engine.replay.replay`:
     the same snapshot, the same streaming read, the same exact comparison."""
-    from engine.fast_replay import Replayer  # worker.mapping and engine are imported by worker.verify too
+    from engine.fast_replay import Replayer  # worker.mapping and engine are imported by worker.ops.verify too
     from worker.mapping import to_engine_match
 
     saved = conn.isolation_level
@@ -851,7 +851,7 @@ def fast_verify(conn: psycopg.Connection, ladder: str, policy) -> tuple[bool, in
 def ledger_bench(config: BenchConfig, database_url: str) -> dict[str, Any]:
     """Part 5: write a ledger of ``ledger_size`` elo matches, time ``verify`` at 10/30/100 %."""
     from engine.fast_replay import Replayer
-    from worker.ladders import load_ladders
+    from worker.policy.ladders import load_ladders
     from worker.mapping import to_engine_match
 
     size = config.ledger_size
@@ -980,8 +980,8 @@ def run_bench(config: BenchConfig) -> int:
     dbname = None
     try:
         if not (config.skip_service and config.skip_ledger):
-            from worker.embedded import EmbeddedServers
-            from worker.migrations import migrate
+            from worker.devtools.embedded import EmbeddedServers
+            from worker.store.migrate import migrate
 
             db_url, broker_url = settings.database_url, settings.broker_url
             if not db_url or not broker_url:

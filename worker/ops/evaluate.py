@@ -625,10 +625,10 @@ def _parse_time(value: Any) -> datetime | None:
 
 
 def ledger_history(conn, ladder: str) -> Iterator[HistoryItem]:
-    """The ladder's ledger in apply order, streamed (:func:`worker.repository.iter_ledger`) and mapped
+    """The ladder's ledger in apply order, streamed (:func:`worker.store.iter_ledger`) and mapped
     with :func:`worker.mapping.to_engine_match`. Run it inside the caller's transaction (one snapshot).
     """
-    from worker import repository
+    from worker import store as repository
 
     for payload in repository.iter_ledger(conn, ladder):
         yield HistoryItem(to_engine_match(payload), _parse_time(payload.get("finished_at")))
@@ -683,10 +683,10 @@ def is_football_csv(path: Path) -> bool:
 
 
 def football_history(path: Path, ladder: str = "elo") -> Iterator[HistoryItem]:
-    """The international football results as a history: :func:`worker.football.football_matches`
+    """The international football results as a history: :func:`worker.ops.football.football_matches`
     (home team = side A, date at 00:00 UTC), each message mapped with :func:`to_engine_match`.
     Raises ``ValueError`` on a malformed row."""
-    from worker.football import football_matches
+    from worker.ops.football import football_matches
 
     for message in football_matches(path, ladder):
         yield HistoryItem(to_engine_match(message.model_dump(mode="json")), message.finished_at)

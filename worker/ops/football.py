@@ -10,7 +10,7 @@ from pathlib import Path
 
 from schemas import MatchFinished
 
-DEFAULT_RESULTS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "international-football" / "results.csv"
+DEFAULT_RESULTS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "international-football" / "results.csv"
 """``../shared/data/international-football/results.csv`` next to the repository."""
 
 

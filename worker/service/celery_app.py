@@ -7,15 +7,15 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
   transaction commits; if the child dies first, the message is redelivered, and the ledger's
   idempotency key turns the redelivery into a counted duplicate;
 * a small ``worker_prefetch_multiplier`` without batching: a crashed worker strands few reserved
-  messages; with batching (:mod:`worker.batching`) two batches per child (``2 x batch_size``),
+  messages; with batching (:mod:`worker.service.batching`) two batches per child (``2 x batch_size``),
   so one fills while the other is applied (what a dead node strands comes back after the
   visibility timeout);
 * ``visibility_timeout`` (Redis transport) above ``task_time_limit``: a message is only
   redelivered once its first run cannot still be going;
 * no result backend: results live in PostgreSQL; no ETA or countdown on the rating path;
-* a consumer (:mod:`worker.gate`) that dead-letters the messages Celery would log and drop;
+* a consumer (:mod:`worker.service.gate`) that dead-letters the messages Celery would log and drop;
 * the broker connection is retried for ever: a Redis restart must not leave an idle worker;
-* a ``redis://``/``rediss://`` broker goes through :mod:`worker.transport` (``broker_transport``;
+* a ``redis://``/``rediss://`` broker goes through :mod:`worker.service.transport` (``broker_transport``;
   the URL stays a plain Redis URL): kombu's transport pops a message (``BRPOP``) and records it as
   unacknowledged in a second command, so a Redis stop between the two lost the message; this one
   moves it atomically into an in-flight list first, from which it is always recovered.
@@ -56,8 +56,8 @@ def configure(app: Celery, settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
         enable_utc=True,
-        imports=["worker.tasks"],
-        worker_consumer="worker.gate:RatingsConsumer",
+        imports=["worker.service.tasks"],
+        worker_consumer="worker.service.gate:RatingsConsumer",
         broker_connection_retry=True,
         broker_connection_max_retries=None,
     )
@@ -65,7 +65,7 @@ def configure(app: Celery, settings: Settings) -> Celery:
     if url.scheme in ("redis", "rediss"):
         # An explicit transport replaces the one the URL scheme names, and with it kombu's
         # "rediss:// without ssl_* parameters" default, which is restored here as kombu has it.
-        app.conf.broker_transport = "worker.transport:Transport"
+        app.conf.broker_transport = "worker.service.transport:Transport"
         if url.scheme == "rediss" and not any(k.startswith("ssl_") for k in parse_qs(url.query)):
             app.conf.broker_use_ssl = {"ssl_cert_reqs": CERT_NONE}
     return app

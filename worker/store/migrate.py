@@ -1,4 +1,4 @@
-"""Schema migrations, applied with yoyo-migrations from the SQL files in ``worker/migrations``."""
+"""Schema migrations, applied with yoyo-migrations from the SQL files in ``worker/store/migrations``."""
 
 from __future__ import annotations
 

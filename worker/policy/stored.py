@@ -1,7 +1,7 @@
 """Policies as recorded in the database: from a ladder's stored content to an engine policy.
 
 The ``policies`` table keeps each policy version's canonical content (the rating-relevant keys of
-a policy, :meth:`worker.policy_config.PolicyConfig.canonical`), and the
+a policy, :meth:`worker.policy.config.PolicyConfig.canonical`), and the
 ``ladders`` table names the version in force for each ladder. Workers and ``verify`` rate under
 the version in force, which ``ratings rebuild`` switches; this module turns a stored version back
 into a :class:`engine.RatingPolicy` (cached per process: a version's content never changes).
@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 
 from engine import RatingPolicy
-from worker.ladders import LadderConfigError, load_ladder_policies  # noqa: F401 (re-exported error)
-from worker.policy_config import PolicyConfig
+from worker.policy.ladders import LadderConfigError, load_ladder_policies  # noqa: F401 (re-exported error)
+from worker.policy.config import PolicyConfig
 
 
 class PolicyUnavailable(psycopg.OperationalError):
@@ -37,7 +37,7 @@ def ladder_contents(path: Path) -> dict[str, dict[str, Any]]:
     """Mapping of ladder name to the canonical content of its policy in the ladders file at ``path``
     (what ``policies.content`` stores; its hash is the policy version).
 
-    Raises :class:`worker.ladders.LadderConfigError` naming the file, line and key, as
+    Raises :class:`worker.policy.ladders.LadderConfigError` naming the file, line and key, as
     ``load_ladders`` does.
     """
     return {name: loaded.config.canonical() for name, loaded in load_ladder_policies(path).items()}

@@ -9,7 +9,7 @@ from typing import Any
 GATE_REASONS = frozenset(
     {"undecodable_body", "unknown_task", "not_a_task_message", "malformed_task_message", "invalid_task_message"}
 )
-"""Dead letters written by :mod:`worker.gate`: their raw body is a whole Celery message body."""
+"""Dead letters written by :mod:`worker.service.gate`: their raw body is a whole Celery message body."""
 
 
 class RequeueRefused(ValueError):

@@ -21,7 +21,8 @@ import stamina
 from celery.worker.consumer import Consumer
 from kombu.exceptions import ContentDisallowed
 
-from worker import observability, repository
+from worker.service import observability
+from worker import store as repository
 from worker.settings import get_settings
 
 log = logging.getLogger(__name__)

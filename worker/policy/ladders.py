@@ -9,7 +9,7 @@
     k_factor = { constant = 24 }
 
 A ladder not listed is a dead letter with reason code ``unknown_ladder``. Policy files are
-described in :mod:`worker.policy_config`.
+described in :mod:`worker.policy.config`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from engine import RatingPolicy
-from worker.policy_config import LoadedPolicy, PolicyConfigError, load_policy, read_toml, validate_policy
+from worker.policy.config import LoadedPolicy, PolicyConfigError, load_policy, read_toml, validate_policy
 
 LadderConfigError = PolicyConfigError
 """Raised for a missing, non-TOML or invalid ladders or policy file (file, line and key named)."""
@@ -27,7 +27,7 @@ _LADDER_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
 def load_ladder_policies(path: Path) -> dict[str, LoadedPolicy]:
-    """Ladder name to :class:`worker.policy_config.LoadedPolicy`, from the ladders file ``path``.
+    """Ladder name to :class:`worker.policy.config.LoadedPolicy`, from the ladders file ``path``.
 
     Raises :class:`LadderConfigError` naming the file, line and key at fault.
     """

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 
-from worker import repository
+from worker import store as repository
 
 
 @dataclass

@@ -34,7 +34,7 @@ is applied.
 
 Why acknowledgements stay safe
 ------------------------------
-The child applies the batch (:meth:`worker.service.RatingService.handle_batch`: one transaction,
+The child applies the batch (:meth:`worker.service.rating_service.RatingService.handle_batch`: one transaction,
 every message's outcome (applied, duplicate, dead letter, redelivery) committed together) and
 returns one verdict per message: ``ack`` once its outcome is committed, ``requeue`` otherwise.
 Back in the main process, :meth:`Batcher._done` acknowledges or rejects (requeue) each message by
@@ -80,7 +80,7 @@ from celery.worker.request import create_request_cls
 from celery.worker.strategy import default as default_strategy
 from celery.worker.strategy import hybrid_to_proto2, proto1_to_proto2
 
-from worker import observability
+from worker.service import observability
 from worker.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -241,7 +241,7 @@ class Batcher:
 
     def _ack_together(self, requests: list) -> None:
         """Acknowledge ``requests`` in one broker round trip when their channel can
-        (:meth:`worker.transport.Channel.basic_ack_many`), else one by one."""
+        (:meth:`worker.service.transport.Channel.basic_ack_many`), else one by one."""
         channel = getattr(requests[0].message, "channel", None)
         bulk = getattr(channel, "basic_ack_many", None)
         if bulk is None or any(getattr(r.message, "channel", None) is not channel for r in requests):
@@ -278,7 +278,7 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
     ``"requeue"``; records metrics and one log line per handled message. Never raises for a
     database error or the soft time limit: those calls are requeued.
     """
-    from worker.tasks import get_service, record_handled  # the child's service, opened after fork
+    from worker.service.tasks import get_service, record_handled  # the child's service, opened after fork
 
     handled: list = [None] * len(calls)
     started = time.perf_counter()

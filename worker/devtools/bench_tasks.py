@@ -8,7 +8,7 @@ what Celery, kombu and Redis allow per message on this machine.
 
 from __future__ import annotations
 
-from worker.celery_app import app
+from worker.service.celery_app import app
 
 NOOP_TASK = "ratings.noop"
 

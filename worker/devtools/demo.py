@@ -14,16 +14,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from worker import repository
-from worker.embedded import EmbeddedServers
-from worker.football import football_matches
-from worker.generate import generate_sedma_matches
-from worker.ladders import load_ladders
-from worker.migrations import migrate
+from worker import store as repository
+from worker.devtools.embedded import EmbeddedServers
+from worker.ops.football import football_matches
+from worker.devtools.generate import generate_sedma_matches
+from worker.policy.ladders import load_ladders
+from worker.store.migrate import migrate
 from worker.producer import producer_app, publish_match
-from worker.runtime import ServiceProcesses, wait_until_drained
+from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.settings import get_settings
-from worker.verify import verify_ladder
+from worker.ops.verify import verify_ladder
 
 console = Console()
 
@@ -98,7 +98,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         policies = load_ladders(settings.ladders_file)
         with psycopg.connect(database_url, autocommit=True) as conn:
             for ladder in ("elo", "sedma"):
-                from worker.cli import leaderboard_table
+                from worker.cli.main import leaderboard_table
 
                 console.print(leaderboard_table(f"{ladder} (top 10)", repository.leaderboard(conn, ladder, 10)))
             results = [verify_ladder(conn, ladder, policies[ladder]) for ladder in ("elo", "sedma")]

@@ -1,0 +1,1 @@
+"""The `ratings` command line, one module per command group."""

@@ -1,0 +1,1 @@
+"""Operator tools behind the CLI: verify, rebuild, export, requeue, doctor, evaluate."""

@@ -1,0 +1,1 @@
+"""Rating policies as configuration: policy files, the ladders file, validation."""

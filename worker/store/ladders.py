@@ -1,0 +1,101 @@
+"""Store: ladders and policies (the policy in force per ladder, recorded policy versions, the ladder advisory lock)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from engine import RatingPolicy
+from worker.policy.stored import PolicyUnavailable, cached_policy, policy_from_content
+
+LADDER_LOCK_CLASS = 7_401
+
+
+"""First key of the per-ladder advisory lock: every rating transaction takes it shared, a rebuild's
+switch-over takes it exclusive (``pg_advisory_xact_lock(LADDER_LOCK_CLASS, hashtext(ladder))``)."""
+@dataclass(frozen=True, slots=True)
+class LadderRecord:
+    """A ladder's row of ``ladders``: the policy version in force, the current history
+    ``generation`` (0 until the first rebuild), and the replay order: ``apply_order`` is
+    ``"applied"`` (ledger ``seq``) or ``"finished-at"`` (rows with ``seq <= order_boundary`` by
+    ``(finished_at, seq)``, then the rest by ``seq``)."""
+
+    ladder: str
+    policy_version: str
+    generation: int
+    apply_order: str
+    order_boundary: int | None
+
+
+def ladder_record(conn: psycopg.Connection | psycopg.Cursor, ladder: str) -> LadderRecord | None:
+    """The ladder's row of ``ladders``, or ``None`` when no policy was recorded for it yet."""
+    row = conn.execute(
+        "SELECT ladder, policy_version, generation, apply_order, order_boundary FROM ladders WHERE ladder = %s",
+        (ladder,),
+    ).fetchone()
+    return LadderRecord(*row) if row else None
+
+
+def stored_policy(conn: psycopg.Connection | psycopg.Cursor, version: str) -> RatingPolicy:
+    """The engine policy recorded as ``version`` in ``policies`` (cached per process).
+
+    Raises :class:`worker.policy.stored.PolicyUnavailable` when the version is not recorded or its
+    content does not validate in this release.
+    """
+    policy = cached_policy(version)
+    if policy is not None:
+        return policy
+    row = conn.execute("SELECT content FROM policies WHERE version = %s", (version,)).fetchone()
+    if row is None:
+        raise PolicyUnavailable(f"policy version {version} is named in `ladders` but not recorded in `policies`")
+    return policy_from_content(version, row[0])
+
+
+def record_policy(conn: psycopg.Connection | psycopg.Cursor, ladder: str, policy: RatingPolicy,
+                  content: dict[str, Any]) -> None:
+    """Keep ``content`` as policy ``policy.version`` in ``policies`` (no-op when already there)."""
+    conn.execute(
+        "INSERT INTO policies (version, ladder, content) VALUES (%s, %s, %s) ON CONFLICT (version) DO NOTHING",
+        (policy.version, ladder, psycopg.types.json.Jsonb(content)),
+    )
+
+
+def policy_in_force(
+    cur: psycopg.Cursor, ladder: str, configured: RatingPolicy, content: dict[str, Any] | None = None
+) -> tuple[RatingPolicy, int]:
+    """The policy to rate ``ladder`` under now and the current history generation.
+
+    The version named in ``ladders`` wins (``configured`` when it is that version, else read from
+    ``policies``). A ladder with no row yet gets one for ``configured`` when its ``content`` is
+    given (the first worker to rate a ladder records its policy; a concurrent first one finds
+    that row); without ``content`` it is rated under ``configured``, generation 0. Call it inside
+    the rating transaction, after the ladder's shared advisory lock. Raises
+    :class:`worker.policy.stored.PolicyUnavailable` (transient) when the recorded policy cannot be read.
+    """
+    record = ladder_record(cur, ladder)
+    if record is None:
+        if content is None or not configured.version:
+            return configured, 0
+        record_policy(cur, ladder, configured, content)
+        cur.execute(
+            "INSERT INTO ladders (ladder, policy_version) VALUES (%s, %s) ON CONFLICT (ladder) DO NOTHING",
+            (ladder, configured.version),
+        )
+        record = ladder_record(cur, ladder)
+        assert record is not None
+    if record.policy_version == configured.version:
+        return configured, record.generation
+    return stored_policy(cur, record.policy_version), record.generation
+
+
+def record_policies(conn: psycopg.Connection, policies: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    """Store each ladder's policy content under its version (``{ladder: (version, content)}``);
+    a version already stored is left as it is."""
+    with conn.transaction():
+        for ladder, (version, content) in policies.items():
+            conn.execute(
+                "INSERT INTO policies (version, ladder, content) VALUES (%s, %s, %s) ON CONFLICT (version) DO NOTHING",
+                (version, ladder, psycopg.types.json.Jsonb(content)),
+            )

@@ -1,0 +1,131 @@
+"""Store: read models (counts, leaderboards, histories, the ledger in apply order, standings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+LEDGER_ORDER = {
+    "applied": "ORDER BY seq",
+    "finished-at": "ORDER BY seq > %(boundary)s, CASE WHEN seq <= %(boundary)s THEN finished_at END, seq",
+}
+"""SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed);
+``finished-at`` sorts the rows up to a rebuild's snapshot (``seq <= boundary``) by
+``(finished_at, seq)`` and appends the later ones by ``seq``."""
+
+
+
+from worker.store.ladders import ladder_record
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Message outcomes and events (each a count)."""
+
+    applied: int
+    duplicates: int
+    dead_letters: int
+    events: int
+    unpublished_events: int
+
+    @property
+    def received(self) -> int:
+        """Every message that ended somewhere: applied + duplicates + dead letters."""
+        return self.applied + self.duplicates + self.dead_letters
+
+
+def counts(conn: psycopg.Connection) -> Counts:
+    """Current totals of the ledger, duplicate deliveries, dead letters and the outbox."""
+    row = conn.execute(
+        """
+        SELECT (SELECT count(*) FROM ledger), (SELECT count(*) FROM duplicate_deliveries),
+               (SELECT count(*) FROM dead_letters), (SELECT count(*) FROM outbox),
+               (SELECT count(*) FROM outbox WHERE published_at IS NULL)
+        """
+    ).fetchone()
+    return Counts(*row)
+
+
+def leaderboard(conn: psycopg.Connection, ladder: str, top: int | None = None) -> list[dict[str, Any]]:
+    """Players of ``ladder`` by rating (highest first, ties share a rank): rank, player_id,
+    rating, games, wins, draws, losses, win_pct ((wins + draws / 2) / games × 100, one decimal: a
+    draw counts as half a win), peak_rating. ``top``: only the first N rows (all when ``None``)."""
+    rows = conn.cursor(row_factory=dict_row).execute(
+        """
+        SELECT rank() OVER (ORDER BY rating DESC) AS rank, player_id, rating,
+               games_played AS games, wins, draws, losses,
+               round(100.0 * (wins + 0.5 * draws) / nullif(games_played, 0), 1) AS win_pct, peak_rating
+          FROM players WHERE ladder = %s
+         ORDER BY rating DESC, player_id COLLATE "C" LIMIT %s
+        """,
+        (ladder, top),
+    ).fetchall()
+    return rows
+
+
+def history(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[str, Any]]:
+    """Rating history of one player on one ladder, oldest first: the rows of the ladder's current
+    generation (a rebuild's history once it switched over); ``sequence`` is the player's n-th match."""
+    return conn.cursor(row_factory=dict_row).execute(
+        """
+        SELECT rc.sequence, rc.match_id, l.finished_at, rc.result, rc.rating_before,
+               rc.rating_after, rc.rating_after - rc.rating_before AS delta,
+               rc.expected_score, rc.actual_score, rc.k_factor
+          FROM rating_changes rc JOIN ledger l ON l.seq = rc.ledger_seq
+         WHERE rc.ladder = %(ladder)s AND rc.player_id = %(player)s
+           AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)
+         ORDER BY rc.sequence
+        """,
+        {"ladder": ladder, "player": player_id},
+    ).fetchall()
+
+
+def iter_ledger_rows(
+    conn: psycopg.Connection, ladder: str, order: str, boundary: int | None = None,
+    where: str = "", params: dict[str, Any] | None = None, batch_size: int = 5000,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Stream ``(seq, payload)`` of the ladder's ledger in ``order`` (a key of :data:`LEDGER_ORDER`)
+    through a server-side cursor; ``where`` adds a condition (SQL with named ``params``).
+
+    Raises ``KeyError`` for an unknown order.
+    """
+    sql = f"SELECT seq, payload FROM ledger WHERE ladder = %(ladder)s {where} {LEDGER_ORDER[order]}"
+    with conn.transaction(), conn.cursor(name="ledger_replay") as cur:
+        cur.itersize = batch_size
+        cur.execute(sql, {"ladder": ladder, "boundary": boundary, **(params or {})})
+        yield from cur
+
+
+def iter_ledger(conn: psycopg.Connection, ladder: str, batch_size: int = 5000) -> Iterator[dict[str, Any]]:
+    """Stream the ladder's ledger payloads in its replay order, through a server-side cursor.
+
+    The replay order is the apply order (``seq``) unless a rebuild recorded another one in
+    ``ladders`` (``--order finished-at``); ``verify`` and rebuilds replay in this order.
+    """
+    with conn.transaction():
+        record = ladder_record(conn, ladder)
+        order, boundary = (record.apply_order, record.order_boundary) if record else ("applied", None)
+        for _, payload in iter_ledger_rows(conn, ladder, order, boundary, batch_size=batch_size):
+            yield payload
+
+
+def ledger_size(conn: psycopg.Connection, ladder: str) -> int:
+    """Number of matches in the ladder's ledger (in the caller's snapshot)."""
+    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s", (ladder,)).fetchone()[0]
+
+
+def stored_standings(conn: psycopg.Connection, ladder: str) -> dict[str, tuple[float, int]]:
+    """Mapping of player id to (stored rating, games played) for ``ladder``."""
+    rows = conn.execute(
+        "SELECT player_id, rating, games_played FROM players WHERE ladder = %s", (ladder,)
+    ).fetchall()
+    return {pid: (rating, games) for pid, rating, games in rows}
+
+
+def ladders_in_use(conn: psycopg.Connection) -> list[str]:
+    """Ladders that have at least one player row."""
+    return [r[0] for r in conn.execute("SELECT DISTINCT ladder FROM players ORDER BY 1").fetchall()]
