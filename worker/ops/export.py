@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from worker.extras import require
+
 HEADERS = ("Rank", "Name", "Wins", "Losses", "Draws", "Win %", "Rating", "Peak", "Games")
 """Column headers of both formats, in order."""
 
@@ -104,7 +106,7 @@ def write_xlsx(standings: Iterable[Standing], path: Path, ladder: str, about: Ma
     decimal. Sheet ``About``: the ladder, when it was exported, the win % definition and the
     entries of ``about`` (e.g. the policy version). Raises ``OSError`` if ``path`` cannot be written.
     """
-    import xlsxwriter  # imported here: only this command needs it
+    xlsxwriter = require("xlsxwriter", "reports", "ratings export --format xlsx")  # only this command needs it
 
     rows = list(standings)
     workbook = xlsxwriter.Workbook(str(path), {"strings_to_formulas": False, "strings_to_urls": False})

@@ -129,3 +129,10 @@ def stored_standings(conn: psycopg.Connection, ladder: str) -> dict[str, tuple[f
 def ladders_in_use(conn: psycopg.Connection) -> list[str]:
     """Ladders that have at least one player row."""
     return [r[0] for r in conn.execute("SELECT DISTINCT ladder FROM players ORDER BY 1").fetchall()]
+
+
+def ledger_matches_with_prefix(conn: psycopg.Connection, prefix: str) -> int:
+    """Number of ledger rows (any ladder) whose ``match_id`` starts with ``prefix`` (e.g. ``football:``)."""
+    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    row = conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (pattern,)).fetchone()
+    return row[0] if row else 0
