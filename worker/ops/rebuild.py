@@ -44,8 +44,8 @@ import psycopg
 from engine import Match, RatingChange, RatingPolicy
 from engine.replay import Standing, replay_changes
 from worker import store as repository
-from worker.mapping import to_engine_match
 from worker.service.faults import FaultInjector
+from worker.mapping import to_engine_match
 
 ORDERS = ("applied", "finished-at")
 """Replay orders: ``applied`` (the ledger's ``seq``, the order workers committed) and
