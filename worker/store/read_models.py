@@ -47,6 +47,7 @@ def counts(conn: psycopg.Connection) -> Counts:
                (SELECT count(*) FROM outbox WHERE published_at IS NULL)
         """
     ).fetchone()
+    assert row is not None  # scalar subqueries: always one row
     return Counts(*row)
 
 
