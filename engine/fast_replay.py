@@ -94,7 +94,7 @@ class Replayer:
 
     # -- the fold
 
-    def feed(self, matches: Iterable[Match | FreeForAll]) -> "Replayer":
+    def feed(self, matches: Iterable[Match | FreeForAll]) -> Replayer:
         """Apply ``matches`` in the order given; return ``self``."""
         if self._standings is not None:
             n = 0

@@ -51,7 +51,8 @@ class SedmaAdjustment:
     max_malus: float = 0.3
     loser_bonus_share: float = 0.1
     draw_bonus_share: float = 0.5
-    _memo: dict[tuple[float, int, int, int, int], float] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _memo: dict[tuple[float, int, int, int, int], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def adjusted_score(self, base_score: float, performance: Performance) -> float:
         """Actual score in [0, 1] after the performance adjustment, as a binary32 value.

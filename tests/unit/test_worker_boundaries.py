@@ -20,8 +20,8 @@ def test_the_producer_helper_imports_neither_the_tasks_nor_the_database_driver()
     """A game backend importing worker.producer pulls in schemas and Celery only."""
     code = (
         "import sys, worker.producer\n"
-        "bad = sorted(m for m in sys.modules if m in {'worker.service.tasks', 'worker.store', 'worker.service.rating_service', "
-        "'psycopg', 'psycopg_pool', 'engine'})\n"
+        "bad = sorted(m for m in sys.modules if m in {'worker.service.tasks', 'worker.store', "
+        "'worker.service.rating_service', 'psycopg', 'psycopg_pool', 'engine'})\n"
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"
     )
@@ -101,7 +101,8 @@ def test_settings_require_the_visibility_timeout_above_the_time_limit():
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("worker", "engine", "schemas")
 # The project writes SQL keywords in upper case; an upper-case statement keyword opening a string is SQL.
-SQL_START = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|TRUNCATE|VACUUM|CREATE|DROP|ALTER|COPY|SHOW|LISTEN|NOTIFY)\s")
+SQL_START = re.compile(
+    r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|TRUNCATE|VACUUM|CREATE|DROP|ALTER|COPY|SHOW|LISTEN|NOTIFY)\s")
 
 # Modules still over ~500 lines, each owned by another change in flight (delete an entry once it is split).
 LONG_MODULES = {

@@ -1,4 +1,4 @@
-"""Helpers the ``ratings`` commands share: the consoles, the two URLs and the ladders' policies (exit 2 when missing)."""
+"""Helpers the ``ratings`` commands share: consoles, the two URLs and the ladders' policies (exit 2 when missing)."""
 
 from __future__ import annotations
 

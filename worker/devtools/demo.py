@@ -134,7 +134,8 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         ok &= received == total and stream_events >= events_expected
         ok &= by_ladder.get("elo", 0) == 2 * len(football)
         _save_metrics(procs, settings.state_dir.resolve() / "logs")
-        console.print(f"finished in {time.monotonic() - started:.1f} s: " + ("[green]all good[/green]" if ok else "[red]FAILED[/red]"))
+        console.print(f"finished in {time.monotonic() - started:.1f} s: "
+                      + ("[green]all good[/green]" if ok else "[red]FAILED[/red]"))
         return 0 if ok else 1
     finally:
         procs.stop_all()

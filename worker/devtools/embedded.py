@@ -96,10 +96,10 @@ class EmbeddedServers:
             try:
                 client.ping()
                 break
-            except (redis.ConnectionError, redis.BusyLoadingError):
+            except (redis.ConnectionError, redis.BusyLoadingError) as exc:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"embedded Redis did not start; see {redis_dir / 'redis.log'}")
+                    raise RuntimeError(f"embedded Redis did not start; see {redis_dir / 'redis.log'}") from exc
                 time.sleep(0.05)
         client.close()
 

@@ -136,7 +136,8 @@ def write_xlsx(standings: Iterable[Standing], path: Path, ladder: str, about: Ma
         sheet.freeze_panes(1, 0)
         sheet.autofilter(0, 0, max(len(rows), 1), len(HEADERS) - 1)
         info = workbook.add_worksheet("About")
-        entries = {"Ladder": ladder, "Players": len(rows), "Exported at (UTC)": datetime.now(UTC).isoformat(timespec="seconds"),
+        entries = {"Ladder": ladder, "Players": len(rows),
+                   "Exported at (UTC)": datetime.now(UTC).isoformat(timespec="seconds"),
                    "Win %": WIN_PCT_DEFINITION, **(about or {})}
         for i, (key, value) in enumerate(entries.items()):
             info.write_string(i, 0, str(key), bold)

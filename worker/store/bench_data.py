@@ -19,7 +19,8 @@ SELECT id, 'elo', md5(id), jsonb_build_object(
            'side_a', jsonb_build_object('players', jsonb_build_array(
                jsonb_build_object('player_id', 'pl' || lpad(a::text, 6, '0'), 'stats', NULL))),
            'side_b', jsonb_build_object('players', jsonb_build_array(
-               jsonb_build_object('player_id', 'pl' || lpad(((a + 1 + d) %% %(players)s::int)::text, 6, '0'), 'stats', NULL))),
+               jsonb_build_object('player_id', 'pl' || lpad(((a + 1 + d) %% %(players)s::int)::text, 6, '0'),
+                                  'stats', NULL))),
            'outcome', CASE WHEN o < 0.45 THEN 'side_a_won' WHEN o < 0.9 THEN 'side_b_won' ELSE 'draw' END),
        ts
   FROM (SELECT 'bench-ledger-' || g AS id,

@@ -9,6 +9,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from worker.store.ladders import ladder_record
+
 LEDGER_ORDER = {
     "applied": "ORDER BY seq",
     "finished-at": "ORDER BY seq > %(boundary)s, CASE WHEN seq <= %(boundary)s THEN finished_at END, seq",
@@ -16,11 +18,6 @@ LEDGER_ORDER = {
 """SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed);
 ``finished-at`` sorts the rows up to a rebuild's snapshot (``seq <= boundary``) by
 ``(finished_at, seq)`` and appends the later ones by ``seq``."""
-
-
-
-from worker.store.ladders import ladder_record
-
 
 @dataclass(frozen=True, slots=True)
 class Counts:

@@ -64,7 +64,8 @@ class _BenchProcesses(ServiceProcesses):
         from worker.devtools.runtime import _free_port
 
         self.ports[name] = _free_port()
-        code = "import sys, worker.devtools.bench_tasks; from worker.cli.main import main; sys.argv[0] = 'ratings'; main()"
+        code = ("import sys, worker.devtools.bench_tasks; from worker.cli.main import main; "
+                "sys.argv[0] = 'ratings'; main()")
         proc = subprocess.Popen(
             [sys.executable, "-c", code, *args], env={**self.env, port_setting: str(self.ports[name])},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -232,7 +233,8 @@ class Cluster:
             if name.startswith("w"):
                 os.killpg(proc.pid, sig)  # the node's session: its main process and its children
 
-    def _publish_timed(self, task: str, bodies: list[dict], rate: float | None, preload: bool) -> tuple[list[float], float, float]:
+    def _publish_timed(self, task: str, bodies: list[dict], rate: float | None,
+                       preload: bool) -> tuple[list[float], float, float]:
         """Publish; return (publish times, when publishing ended, when the clock starts).
 
         With ``preload`` the worker nodes are stopped (SIGSTOP) while the queue fills and the clock

@@ -71,7 +71,8 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
             ratings[b] = rb + 30.0 * ((1.0 - s) - (1.0 - ea))
         return len(pairs)
 
-    results: dict[str, Any] = {"matches": n, "sedma_matches": sedma_count, "repeats": repeats, "unit": "matches per second"}
+    results: dict[str, Any] = {"matches": n, "sedma_matches": sedma_count, "repeats": repeats,
+                               "unit": "matches per second"}
     progress.print("[bold]engine[/bold]: rate, replay, fast replay, elote, inline loop")
     results["classic_1v1"] = {
         "rate_per_s": best_rate(rate_all(classic, standing, elo), repeats),

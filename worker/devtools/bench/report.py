@@ -28,15 +28,17 @@ def print_results(results: dict[str, Any]) -> None:
     console = Console(width=max(_console_width(), 120))
     m = results["machine"]
     console.print(f"machine: {m['nproc']} CPU ({m['cpu_model']}), {m.get('memory_gib')} GiB, Python {m['python']}, "
-                  f"PostgreSQL {m.get('postgresql', '-')}, Redis {m.get('redis', '-')} ({m.get('servers', 'no servers')})")
+                  f"PostgreSQL {m.get('postgresql', '-')}, Redis {m.get('redis', '-')} "
+                  f"({m.get('servers', 'no servers')})")
     if engine := results.get("engine"):
-        t = Table(title="engine speed (matches per second, best of %d)" % engine["repeats"])
+        t = Table(title=f"engine speed (matches per second, best of {engine['repeats']:d})")
         for col in ("path", "1v1 classic", "1v1 Sedma", "Sedma 30 % 2v2"):
             t.add_column(col, justify="right" if col != "path" else "left")
         c, s, x = engine["classic_1v1"], engine["sedma_1v1"], engine["sedma_mixed_30pct_2v2"]
         t.add_row("engine.rate (public call)", _n(c["rate_per_s"]), _n(s["rate_per_s"]), "-")
         t.add_row("engine.replay.replay", _n(c["replay_per_s"]), _n(s["replay_per_s"]), _n(x["replay_per_s"]))
-        t.add_row("engine.fast_replay.replay", _n(c["fast_replay_per_s"]), _n(s["fast_replay_per_s"]), _n(x["fast_replay_per_s"]))
+        t.add_row("engine.fast_replay.replay", _n(c["fast_replay_per_s"]), _n(s["fast_replay_per_s"]),
+                  _n(x["fast_replay_per_s"]))
         t.add_row(f"elote EloCompetitor ({engine['elote_version'] or 'not installed'})", _n(c["elote_per_s"]), "-", "-")
         t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
         console.print(t)
@@ -69,7 +71,8 @@ def print_results(results: dict[str, Any]) -> None:
             t.add_row("the same with the queue filled first (consumers only)", f"{h['preloaded_ratio']:.0%}",
                       f"{_n(h['preloaded_rating_per_s'])}/s vs {_n(h['preloaded_baseline_per_s'])}/s")
         if half := service.get("half_load"):
-            for key, label in (("latency_publish_to_event", "publish → event"), ("latency_publish_to_commit", "publish → commit")):
+            for key, label in (("latency_publish_to_event", "publish → event"),
+                               ("latency_publish_to_commit", "publish → commit")):
                 lat = half[key]
                 t.add_row(f"half load ({_n(half['paced_per_s'])}/s): {label} p50 / p95 / p99 ms",
                           f"{lat['p50_ms']} / {lat['p95_ms']} / {lat['p99_ms']}",
@@ -86,7 +89,8 @@ def print_results(results: dict[str, Any]) -> None:
                       f"after warm-up {rss['after_warm_up_mib']} MiB, cold {rss['start_cold_mib']} MiB")
         console.print(t)
     if ledger := results.get("ledger"):
-        t = Table(title=f"verify of the {ledger['ladder']} ledger ({ledger['players']:,} players; each in a fresh process)")
+        t = Table(title=f"verify of the {ledger['ladder']} ledger "
+                        f"({ledger['players']:,} players; each in a fresh process)")
         for col in ("matches", "write s", "verify s", "verify/s", "peak RSS MiB", "fast verify s", "fast peak RSS MiB",
                     "idle process RSS MiB"):
             t.add_column(col, justify="right")

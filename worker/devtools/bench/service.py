@@ -96,7 +96,8 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
                 half_n = max(50, n // 2)
                 progress.print(f"  half load: {half_n} matches paced at {half_rate:.0f}/s")
                 half = cluster.run_matches(
-                    "uniform_half_load", service_matches(half_n, config.seed + 500, f"bench-half-w{workers}", config.players),
+                    "uniform_half_load",
+                    service_matches(half_n, config.seed + 500, f"bench-half-w{workers}", config.players),
                     timeout + half_n / half_rate, rate=half_rate) | {"workers": workers}
                 progress.print(f"  hot players: {n} matches, {config.hot_share:.0%} with one of {config.hot_players}")
                 hot = cluster.run_matches(
@@ -117,7 +118,8 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
                     progress.print(f"  soak: {config.soak_matches} matches at full load")
                     soak = cluster.run_matches(
                         "soak_full_load",
-                        service_matches(config.soak_matches, config.seed + 900, f"bench-soak-w{workers}", config.players),
+                        service_matches(config.soak_matches, config.seed + 900, f"bench-soak-w{workers}",
+                                        config.players),
                         max(timeout, config.soak_matches / 20)) | {"workers": workers}
                     runs.append(soak)
                     processed += config.soak_matches

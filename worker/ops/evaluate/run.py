@@ -61,14 +61,16 @@ class EvaluationReport:
 DEFINITIONS = {
     "expected": "E: side A's expected score before the match (the engine's prediction that side A wins)",
     "actual": "s: side A's result, 1 win / 0.5 draw / 0 loss (before any performance adjustment)",
-    "log_loss": "mean of -[s ln E + (1-s) ln(1-E)], E clipped to [1e-15, 1-1e-15]; a draw is the soft label s = 0.5; natural log",
+    "log_loss": "mean of -[s ln E + (1-s) ln(1-E)], E clipped to [1e-15, 1-1e-15]; a draw is the soft label "
+                "s = 0.5; natural log",
     "brier": "mean of (E - s)^2 (Brier 1950, binary form); a draw is s = 0.5",
     "accuracy": "share of decisive matches (draws left out) won by the side with E > 0.5; E = 0.5 counts half",
     "skip_first": "the first N matches are replayed but left out of log loss, Brier and accuracy (burn-in)",
     "mean_rating": "mean rating of every player rated so far; drift = mean - the policy's initial rating",
     "floor_share": "share of matches in which at least one player's rating hit the policy's floor",
     "cap_share": "share of matches whose expected score used a capped rating difference (400-point rule)",
-    "distribution": "ratings of every player at the end: population std, percentiles by linear interpolation (Hyndman-Fan 7)",
+    "distribution": "ratings of every player at the end: population std, percentiles by linear interpolation "
+                    "(Hyndman-Fan 7)",
 }
 
 
