@@ -24,9 +24,10 @@ the same order.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from engine.k_factor import ConstantK
-from engine.model import Match
+from engine.model import FreeForAll, Match, Participant
 from engine.policy import RatingPolicy, Rounding
 from engine.rating import BASE_SCORES, rate
 from engine.replay import Standing, replay_changes
@@ -47,9 +48,9 @@ class Replayer:
         self.policy = policy
         self.matches = 0
         """Matches fed so far."""
-        self._state: dict[str, list] = {}
+        self._state: dict[str, list[Any]] = {}
         self._k_cache: dict[float, float] = {}
-        self._adj_cache: dict[tuple, float] = {}
+        self._adj_cache: dict[tuple[Any, ...], float] = {}
         # Policies beyond the fast path (seasons, FIDE K, floors, caps, home advantage, margins,
         # half-away rounding...) fold with engine.replay.replay_changes into full standings.
         fast = policy.is_basic and policy.rounding in (Rounding.NONE, Rounding.HALF_EVEN)
@@ -78,7 +79,7 @@ class Replayer:
             k = self._k_cache[rating] = self.policy.k_factor(rating)
         return k
 
-    def _actual(self, base: float, participant) -> float:
+    def _actual(self, base: float, participant: Participant) -> float:
         adjustment = self.policy.performance
         if adjustment is None:
             return base
@@ -93,7 +94,7 @@ class Replayer:
 
     # -- the fold
 
-    def feed(self, matches: Iterable[Match]) -> "Replayer":
+    def feed(self, matches: Iterable[Match | FreeForAll]) -> Replayer:
         """Apply ``matches`` in the order given; return ``self``."""
         if self._standings is not None:
             n = 0
@@ -115,6 +116,8 @@ class Replayer:
         k_get = self._k_cache.get
         general = self._general
         n = 0
+        s_a: float | None
+        s_b: float | None
         for match in matches:
             n += 1
             if match.__class__ is not Match:
@@ -179,7 +182,7 @@ class Replayer:
         self.matches += n
         return self
 
-    def _free_for_all(self, match) -> None:
+    def _free_for_all(self, match: Match | FreeForAll) -> None:
         """A match of more than two sides: :func:`engine.rate` itself (K by rating only here)."""
         state = self._state
         ratings = {pid: state[pid][0] for pid in match.player_ids() if pid in state}
@@ -193,6 +196,7 @@ class Replayer:
 
     def _general(self, match: Match) -> None:
         """Any match: the steps of :func:`engine.rate`, then the updates in its order."""
+        actual: float | None
         policy = self.policy
         state = self._state
         get = state.get
@@ -248,7 +252,7 @@ class Replayer:
                 s[1] += 1
 
 
-def replay(matches: Iterable[Match], policy: RatingPolicy) -> dict[str, Standing]:
+def replay(matches: Iterable[Match | FreeForAll], policy: RatingPolicy) -> dict[str, Standing]:
     """Apply ``matches`` in the order given from every player's initial rating.
 
     The same result as :func:`engine.replay.replay` (bit-identical ratings, same games played),

@@ -55,7 +55,7 @@ class ProvisionalK:
 
     games: int
     k: float
-    then: "KFactor"
+    then: KFactor
 
     def __call__(self, rating: float, games_played: int = 0, peak_rating: float | None = None) -> float:
         if games_played < self.games:

@@ -11,7 +11,7 @@ from types import MappingProxyType
 from engine.k_factor import BandedK, ConstantK, KFactor
 from engine.sedma import SedmaAdjustment
 
-_EMPTY: Mapping = MappingProxyType({})
+_EMPTY: Mapping[str, object] = MappingProxyType({})
 
 
 class Rounding(str, Enum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from engine.model import Match, PlayerState, RatingChange
+from engine.model import FreeForAll, Match, PlayerState, RatingChange
 from engine.policy import RatingPolicy
 from engine.rating import rate
 
@@ -33,8 +33,8 @@ class Standing:
 
 
 def replay_changes(
-    matches: Iterable[Match], policy: RatingPolicy, standings: dict[str, Standing] | None = None
-) -> Iterator[tuple[Match, tuple[RatingChange, ...]]]:
+    matches: Iterable[Match | FreeForAll], policy: RatingPolicy, standings: dict[str, Standing] | None = None
+) -> Iterator[tuple[Match | FreeForAll, tuple[RatingChange, ...]]]:
     """Apply ``matches`` in the order given and yield ``(match, changes)`` for each.
 
     ``standings`` (player id to :class:`Standing`) is the starting state and is updated in place
@@ -67,7 +67,7 @@ def replay_changes(
         yield match, changes
 
 
-def replay(matches: Iterable[Match], policy: RatingPolicy) -> dict[str, Standing]:
+def replay(matches: Iterable[Match | FreeForAll], policy: RatingPolicy) -> dict[str, Standing]:
     """Apply ``matches`` in the order given, from every player's initial rating.
 
     Returns a mapping of player id to :class:`Standing`. Deterministic: the same matches in the

@@ -26,7 +26,8 @@ MEMO_LIMIT = 65_536
 
 def f32(x: float) -> float:
     """``x`` rounded to the nearest IEEE binary32 value (as C# does when storing a ``float``)."""
-    return _F32.unpack(_F32.pack(x))[0]
+    rounded: float = _F32.unpack(_F32.pack(x))[0]
+    return rounded
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,8 @@ class SedmaAdjustment:
     max_malus: float = 0.3
     loser_bonus_share: float = 0.1
     draw_bonus_share: float = 0.5
-    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _memo: dict[tuple[float, int, int, int, int], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def adjusted_score(self, base_score: float, performance: Performance) -> float:
         """Actual score in [0, 1] after the performance adjustment, as a binary32 value.

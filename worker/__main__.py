@@ -1,3 +1,5 @@
+"""``python -m worker``: the ``ratings`` command line."""
+
 from worker.cli.main import main
 
 main()

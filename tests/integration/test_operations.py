@@ -86,8 +86,8 @@ def test_credentials_in_urls_never_reach_the_logs(clean, tmp_path):
     from urllib.parse import urlsplit, urlunsplit
 
     from worker.devtools.embedded import EmbeddedServers
-    from worker.producer import producer_app, publish_match
     from worker.devtools.runtime import ServiceProcesses
+    from worker.producer import producer_app, publish_match
 
     secret_pg, secret_redis = "Sup3rS3cretPg", "Sup3rS3cretRedis"
     broker = EmbeddedServers.start(tmp_path / "redis", postgres=False, redis_password=secret_redis)

@@ -282,7 +282,7 @@ def test_floor_and_cap_hits_count_matches_not_players(monkeypatch):
                 RatingChange("b", 1200, 1210, 0.5, 1.0, 20, "win", floor_points=3.0 if n == 1 else 0.0, capped=n == 3),
             )
 
-    monkeypatch.setattr(ev, "replay_changes", fake_replay)
+    monkeypatch.setattr(ev.accumulate, "replay_changes", fake_replay)  # where PolicyEvaluation looks it up
     history = [HistoryItem(m(str(i), "a", "b", Outcome.SIDE_B_WON), None) for i in range(1, 5)]
     p = evaluate(history, [LabelledPolicy("x", K30)]).policies[0]
     assert (p.floor_hits, p.cap_hits, p.floor_points) == (2, 1, 7.0)

@@ -40,17 +40,13 @@ def _database_view(ladder: str) -> tuple[str | None, list[tuple[str | None, int]
     url = get_settings().database_url
     if not url:
         return None
-    import psycopg
+    from worker.store.connection import DatabaseError, connect
+    from worker.store.policy_records import ledger_matches_by_policy_version, policy_version_in_force
 
     try:
-        with psycopg.connect(url, connect_timeout=3) as conn:
-            row = conn.execute("SELECT policy_version FROM ladders WHERE ladder = %s", (ladder,)).fetchone()
-            counts = conn.execute(
-                "SELECT policy_version, count(*) FROM ledger WHERE ladder = %s GROUP BY 1 ORDER BY min(seq)",
-                (ladder,),
-            ).fetchall()
-            return (row[0] if row else None), counts
-    except psycopg.Error:
+        with connect(url, connect_timeout=3) as conn:
+            return policy_version_in_force(conn, ladder), ledger_matches_by_policy_version(conn, ladder)
+    except DatabaseError:
         return None
 
 
@@ -112,19 +108,20 @@ def _resolve(spec: str):
     from worker.policy.config import LoadedPolicy, PolicyConfig, PolicyConfigError, load_policy
 
     if spec.startswith("version:"):
-        import psycopg
+        from worker.store.connection import connect
+        from worker.store.policy_records import policy_content
 
         version = spec.removeprefix("version:")
         url = get_settings().database_url
         if not url:
             err.print("version:HASH needs RATINGS_DATABASE_URL")
             raise typer.Exit(2)
-        with psycopg.connect(url, connect_timeout=10) as conn:
-            row = conn.execute("SELECT content FROM policies WHERE version = %s LIMIT 1", (version,)).fetchone()
-        if row is None:
+        with connect(url, connect_timeout=10) as conn:
+            content = policy_content(conn, version)
+        if content is None:
             err.print(f"no policy with version {version!r} in the policies table")
             raise typer.Exit(2)
-        config = PolicyConfig.model_validate(row[0])
+        config = PolicyConfig.model_validate(content)
         return LoadedPolicy(config.build(), config, Path(spec))
 
     if spec.startswith("ladder:"):
@@ -172,8 +169,8 @@ def check_published_command(
 ) -> None:
     """Replay a published rating table (FiveThirtyEight's nfl_games.csv layout) under a policy and
     compare every pre-game rating and win probability; exit 1 when any row is off."""
-    from worker.policy.config import PolicyConfigError, load_policy
     from worker.ops.published import check_published
+    from worker.policy.config import PolicyConfigError, load_policy
 
     try:
         loaded = load_policy(policy)

@@ -8,7 +8,6 @@ import os
 import shutil
 import time
 
-import psycopg
 import redis
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -16,14 +15,17 @@ from rich.table import Table
 
 from worker import store as repository
 from worker.devtools.embedded import EmbeddedServers
-from worker.ops.football import football_matches
 from worker.devtools.generate import generate_sedma_matches
-from worker.policy.ladders import load_ladders
-from worker.store.migrate import migrate
-from worker.producer import producer_app, publish_match
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
-from worker.settings import get_settings
+from worker.ops.football import football_matches
+from worker.ops.render import leaderboard_table
 from worker.ops.verify import verify_ladder
+from worker.policy.ladders import load_ladders
+from worker.producer import producer_app, publish_match
+from worker.settings import get_settings
+from worker.store.connection import connect
+from worker.store.migrate import migrate
+from worker.store.read_models import ledger_matches_with_prefix
 
 console = Console()
 
@@ -50,8 +52,8 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
     try:
         applied = migrate(database_url)
         console.print(f"migrations applied: {', '.join(applied) or 'none pending'}")
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            already = conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE 'football:%'").fetchone()[0]
+        with connect(database_url, autocommit=True) as conn:
+            already = ledger_matches_with_prefix(conn, "football:")
         if already:
             console.print(
                 f"[red]this database already holds {already:,} football matches[/red]: the demo would only "
@@ -63,7 +65,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
             procs.start_worker(f"worker{i + 1}", concurrency=1)
         procs.start_relay()
         client = redis.Redis.from_url(broker_url)
-        with psycopg.connect(database_url, autocommit=True) as conn:
+        with connect(database_url, autocommit=True) as conn:
             before = repository.counts(conn)
         stream_before = client.xlen(settings.stream)
         last_id_before = _last_entry_id(client, settings.stream)
@@ -96,10 +98,8 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         by_ladder = _stream_events_by_ladder(client, settings.stream, last_id_before)
 
         policies = load_ladders(settings.ladders_file)
-        with psycopg.connect(database_url, autocommit=True) as conn:
+        with connect(database_url, autocommit=True) as conn:
             for ladder in ("elo", "sedma"):
-                from worker.cli.main import leaderboard_table
-
                 console.print(leaderboard_table(f"{ladder} (top 10)", repository.leaderboard(conn, ladder, 10)))
             results = [verify_ladder(conn, ladder, policies[ladder]) for ladder in ("elo", "sedma")]
             dead_by_reason = repository.dead_letter_counts(conn)
@@ -134,7 +134,8 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         ok &= received == total and stream_events >= events_expected
         ok &= by_ladder.get("elo", 0) == 2 * len(football)
         _save_metrics(procs, settings.state_dir.resolve() / "logs")
-        console.print(f"finished in {time.monotonic() - started:.1f} s: " + ("[green]all good[/green]" if ok else "[red]FAILED[/red]"))
+        console.print(f"finished in {time.monotonic() - started:.1f} s: "
+                      + ("[green]all good[/green]" if ok else "[red]FAILED[/red]"))
         return 0 if ok else 1
     finally:
         procs.stop_all()

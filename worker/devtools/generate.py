@@ -16,7 +16,8 @@ def _stats(rng: random.Random, won: bool) -> dict[str, int]:
     won_by_24 = sum(rng.random() < 0.15 for _ in range(rounds))
     won_by_4_and_last = sum(rng.random() < 0.25 for _ in range(rounds))
     bad_moves = min(int(rng.expovariate(0.7)), 20)
-    return {"bad_moves": bad_moves, "won_by_16": won_by_16, "won_by_24": won_by_24, "won_by_4_and_last": won_by_4_and_last}
+    return {"bad_moves": bad_moves, "won_by_16": won_by_16, "won_by_24": won_by_24,
+            "won_by_4_and_last": won_by_4_and_last}
 
 
 def generate_sedma_matches(

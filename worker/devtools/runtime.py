@@ -11,9 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg
-
 from worker import store as repository
+from worker.store.connection import connect
 
 
 @dataclass
@@ -79,7 +78,7 @@ def wait_until_drained(
     """Wait until applied + duplicates + dead letters reaches ``expected_received`` and every outbox
     row is published; return the counts. Raises ``TimeoutError`` with the last counts past ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    with connect(database_url, autocommit=True) as conn:
         while True:
             c = repository.counts(conn)
             if on_progress:

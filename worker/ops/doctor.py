@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import psycopg
 import redis
 
 from engine import RatingPolicy
 from worker import store as repository
-from worker.settings import Settings
 from worker.ops.verify import verify_ladder
+from worker.settings import Settings
+from worker.store.connection import DatabaseError, connect
+from worker.store.outbox_lag import outbox_lag as read_outbox_lag
 
 
 @dataclass(frozen=True)
@@ -46,17 +47,13 @@ def run_checks(
     """Run every check; a check that cannot run (server down) is itself a failed finding."""
     findings: list[Finding] = []
     try:
-        conn = psycopg.connect(settings.database_url, autocommit=True, connect_timeout=5)
-    except psycopg.Error as exc:
+        conn = connect(settings.database_url, autocommit=True, connect_timeout=5)
+    except DatabaseError as exc:
         return [Finding("database reachable", False, type(exc).__name__ + ": " + str(exc).splitlines()[0])]
     with conn:
         findings.append(Finding("database reachable", True, "connected"))
-        stale, oldest = conn.execute(
-            """SELECT count(*) FILTER (WHERE created_at < now() - make_interval(secs => %s)),
-                      extract(epoch FROM now() - min(created_at))
-                 FROM outbox WHERE published_at IS NULL""",
-            (outbox_lag,),
-        ).fetchone()
+        lag = read_outbox_lag(conn, outbox_lag)
+        stale, oldest = lag.older_than_limit, (lag.oldest_seconds if lag.unpublished else None)
         findings.append(Finding(
             "outbox published", stale == 0,
             f"{stale} event(s) unpublished for more than {outbox_lag:g} s; oldest unpublished: "

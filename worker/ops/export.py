@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from worker.extras import require
+
 HEADERS = ("Rank", "Name", "Wins", "Losses", "Draws", "Win %", "Rating", "Peak", "Games")
 """Column headers of both formats, in order."""
 
@@ -104,7 +106,7 @@ def write_xlsx(standings: Iterable[Standing], path: Path, ladder: str, about: Ma
     decimal. Sheet ``About``: the ladder, when it was exported, the win % definition and the
     entries of ``about`` (e.g. the policy version). Raises ``OSError`` if ``path`` cannot be written.
     """
-    import xlsxwriter  # imported here: only this command needs it
+    xlsxwriter = require("xlsxwriter", "reports", "ratings export --format xlsx")  # only this command needs it
 
     rows = list(standings)
     workbook = xlsxwriter.Workbook(str(path), {"strings_to_formulas": False, "strings_to_urls": False})
@@ -134,7 +136,8 @@ def write_xlsx(standings: Iterable[Standing], path: Path, ladder: str, about: Ma
         sheet.freeze_panes(1, 0)
         sheet.autofilter(0, 0, max(len(rows), 1), len(HEADERS) - 1)
         info = workbook.add_worksheet("About")
-        entries = {"Ladder": ladder, "Players": len(rows), "Exported at (UTC)": datetime.now(UTC).isoformat(timespec="seconds"),
+        entries = {"Ladder": ladder, "Players": len(rows),
+                   "Exported at (UTC)": datetime.now(UTC).isoformat(timespec="seconds"),
                    "Win %": WIN_PCT_DEFINITION, **(about or {})}
         for i, (key, value) in enumerate(entries.items()):
             info.write_string(i, 0, str(key), bold)

@@ -10,11 +10,14 @@ from pathlib import Path
 
 from schemas import MatchFinished
 
-DEFAULT_RESULTS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "international-football" / "results.csv"
+DEFAULT_RESULTS = (Path(__file__).resolve().parents[2].parent / "shared" / "data" / "international-football"
+                   / "results.csv")
 """``../shared/data/international-football/results.csv`` next to the repository."""
 
 
-def football_matches(path: Path = DEFAULT_RESULTS, ladder: str = "elo", limit: int | None = None) -> Iterator[MatchFinished]:
+def football_matches(
+    path: Path = DEFAULT_RESULTS, ladder: str = "elo", limit: int | None = None
+) -> Iterator[MatchFinished]:
     """One MatchFinished per row of ``results.csv``, in file order (sorted by date).
 
     ``match_id`` is ``football:<date>:<home>:<away>`` (with ``:2`` for a second meeting on the same

@@ -83,7 +83,7 @@ def check_published(
             rows.append(row)
             yield match
 
-    for number, (match, changes) in enumerate(replay_changes(matches(), policy), start=2):
+    for number, (_match, changes) in enumerate(replay_changes(matches(), policy), start=2):
         row = rows[-1]
         check.games += 1
         a, b = changes

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import psycopg
-
 from engine import RatingPolicy
 from engine.fast_replay import replay  # bit-identical to engine.replay.replay (tested), ~10x faster
 from worker import store as repository
 from worker.mapping import to_engine_match
+from worker.store.connection import Connection, snapshot
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class VerifyResult:
         return not self.differences
 
 
-def verify_ladder(conn: psycopg.Connection, ladder: str, policy: RatingPolicy) -> VerifyResult:
+def verify_ladder(conn: Connection, ladder: str, policy: RatingPolicy) -> VerifyResult:
     """Fold the engine over ``ladder``'s ledger in its replay order from the initial ratings and
     compare with the ``players`` table (ratings compared with ``==``: the replay is bit-exact).
 
@@ -59,18 +58,13 @@ def verify_ladder(conn: psycopg.Connection, ladder: str, policy: RatingPolicy) -
             count += 1
             yield to_engine_match(payload)
 
-    saved = conn.isolation_level
-    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    try:
-        with conn.transaction():
-            record = repository.ladder_record(conn, ladder)
-            in_force = policy
-            if record is not None and record.policy_version != policy.version:
-                in_force = repository.stored_policy(conn, record.policy_version)
-            stored = repository.stored_standings(conn, ladder)
-            replayed = replay(matches(), in_force)
-    finally:
-        conn.isolation_level = saved
+    with snapshot(conn):
+        record = repository.ladder_record(conn, ladder)
+        in_force = policy
+        if record is not None and record.policy_version != policy.version:
+            in_force = repository.stored_policy(conn, record.policy_version)
+        stored = repository.stored_standings(conn, ladder)
+        replayed = replay(matches(), in_force)
     differences = []
     for pid in sorted(set(replayed) | set(stored)):
         want = (replayed[pid].rating, replayed[pid].games_played) if pid in replayed else None

@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 
 def _dead_letter_text(raw_body: str | bytes) -> tuple[str, str]:
@@ -49,7 +50,7 @@ def insert_dead_letter(
             ON CONFLICT (task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING id
             """,
             (reason_code, detail.replace("\x00", "\\x00"), match_id, text, encoding, task_id, content_type,
-             psycopg.types.json.Jsonb(headers) if headers is not None else None),
+             Jsonb(headers) if headers is not None else None),
         ).fetchone()
     return row[0] if row else None
 

@@ -9,6 +9,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from worker.store.ladders import ladder_record
+
 LEDGER_ORDER = {
     "applied": "ORDER BY seq",
     "finished-at": "ORDER BY seq > %(boundary)s, CASE WHEN seq <= %(boundary)s THEN finished_at END, seq",
@@ -16,11 +18,6 @@ LEDGER_ORDER = {
 """SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed);
 ``finished-at`` sorts the rows up to a rebuild's snapshot (``seq <= boundary``) by
 ``(finished_at, seq)`` and appends the later ones by ``seq``."""
-
-
-
-from worker.store.ladders import ladder_record
-
 
 @dataclass(frozen=True, slots=True)
 class Counts:
@@ -47,6 +44,7 @@ def counts(conn: psycopg.Connection) -> Counts:
                (SELECT count(*) FROM outbox WHERE published_at IS NULL)
         """
     ).fetchone()
+    assert row is not None  # scalar subqueries: always one row
     return Counts(*row)
 
 
@@ -129,3 +127,10 @@ def stored_standings(conn: psycopg.Connection, ladder: str) -> dict[str, tuple[f
 def ladders_in_use(conn: psycopg.Connection) -> list[str]:
     """Ladders that have at least one player row."""
     return [r[0] for r in conn.execute("SELECT DISTINCT ladder FROM players ORDER BY 1").fetchall()]
+
+
+def ledger_matches_with_prefix(conn: psycopg.Connection, prefix: str) -> int:
+    """Number of ledger rows (any ladder) whose ``match_id`` starts with ``prefix`` (e.g. ``football:``)."""
+    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    row = conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (pattern,)).fetchone()
+    return row[0] if row else 0

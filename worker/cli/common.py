@@ -1,0 +1,52 @@
+"""Helpers the ``ratings`` commands share: consoles, the two URLs and the ladders' policies (exit 2 when missing)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from worker.settings import get_settings
+
+console = Console()
+err = Console(stderr=True)
+
+
+def require_database_url() -> str:
+    """``RATINGS_DATABASE_URL``; print why and exit 2 when it is not set."""
+    url = get_settings().database_url
+    if not url:
+        err.print("[red]RATINGS_DATABASE_URL is not set[/red] (only `ratings demo` starts embedded servers).")
+        raise typer.Exit(2)
+    return url
+
+
+def require_broker_url() -> str:
+    """``RATINGS_BROKER_URL``; print why and exit 2 when it is not set."""
+    url = get_settings().broker_url
+    if not url:
+        err.print("[red]RATINGS_BROKER_URL is not set[/red] (only `ratings demo` starts embedded servers).")
+        raise typer.Exit(2)
+    return url
+
+
+def configured_policies():
+    """Ladder name to engine policy from the ladders file; exit 2 naming file, line and key if broken."""
+    from worker.cli.policy import ladder_policies_or_exit
+
+    return {name: loaded.policy for name, loaded in ladder_policies_or_exit().items()}
+
+
+def require_known_ladder(ladder: str) -> None:
+    """Exit 2 naming the configured ladders when ``ladder`` is not one of them."""
+    policies = configured_policies()
+    if ladder not in policies:
+        err.print(f"[red]unknown ladder {ladder!r}[/red]; configured: {', '.join(sorted(policies))}")
+        raise typer.Exit(2)
+
+
+def who_asks(by: str | None) -> str:
+    """``by``, or ``user@host`` of this process when ``None`` (recorded by rebuilds and dead-letter actions)."""
+    import getpass
+    import socket
+
+    return by or f"{getpass.getuser()}@{socket.gethostname()}"

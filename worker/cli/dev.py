@@ -1,0 +1,62 @@
+"""``ratings demo`` and ``ratings bench``: development commands (embedded servers, benchmark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from worker.cli.common import err
+
+
+def demo(
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N football matches.")] = None,
+    sedma: Annotated[int, typer.Option(help="Generated Sedma matches (1v1 and 2v2).")] = 3000,
+    workers: Annotated[int, typer.Option(help="Worker processes.")] = 2,
+) -> None:
+    """Run the whole path on real data: embedded servers unless URLs are set."""
+    from worker.devtools.demo import run_demo
+
+    raise typer.Exit(run_demo(football_limit=limit, sedma_matches=sedma, workers=workers))
+
+
+def bench(
+    matches: Annotated[int, typer.Option(help="Messages per run: no-op baseline, full load, hot players.", min=10)] = 10_000,
+    workers: Annotated[str, typer.Option(help="Worker process counts of the scaling table, comma-separated.")] = "1,2,4",
+    main_workers: Annotated[Optional[int], typer.Option(help="Worker processes of the headline, half-load and hot-player runs (default: the listed count closest to the CPU count).", min=1)] = None,
+    players: Annotated[int, typer.Option(help="Players the generated matches draw from (uniformly).", min=10)] = 100_000,
+    soak_matches: Annotated[int, typer.Option(help="Extra full-load run at the main worker count, for worker memory (e.g. 200000).", min=0)] = 0,
+    ledger_size: Annotated[int, typer.Option(help="Matches of the generated ledger that verify replays (timed at 10, 30 and 100 %).", min=0)] = 1_000_000,
+    ledger_players: Annotated[int, typer.Option(help="Players of the generated ledger.", min=2)] = 10_000,
+    engine_matches: Annotated[int, typer.Option(help="Matches per engine-speed measurement.", min=1000)] = 200_000,
+    repeats: Annotated[int, typer.Option(help="Engine measurements: best of N.", min=1)] = 3,
+    skip_engine: Annotated[bool, typer.Option(help="Skip the engine-speed part.")] = False,
+    skip_service: Annotated[bool, typer.Option(help="Skip the worker/relay part.")] = False,
+    skip_ledger: Annotated[bool, typer.Option(help="Skip the ledger-at-scale part.")] = False,
+    skip_scaling: Annotated[bool, typer.Option(help="Only the main worker count (no scaling table).")] = False,
+    seed: Annotated[int, typer.Option(help="Random seed of the generated matches.")] = 2026,
+    output: Annotated[Path, typer.Option(help="JSON file of every figure.")] = Path("bench-results.json"),
+) -> None:
+    """Benchmark: throughput and latency against a no-op Celery baseline, scaling, memory, engine
+    speed (against elote and an inline loop) and verify of a large ledger, in one run.
+
+    Uses RATINGS_DATABASE_URL / RATINGS_BROKER_URL when set (in a database, queue and stream of its
+    own, removed at the end), embedded servers otherwise. Prints tables and writes --output.
+    """
+    from worker.devtools.bench import BenchConfig, run_bench
+
+    try:
+        counts = [int(w) for w in workers.split(",") if w.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        err.print(f"[red]--workers must be positive integers separated by commas[/red], got {workers!r}")
+        raise typer.Exit(2)
+    config = BenchConfig(
+        matches=matches, workers=counts, main_workers=main_workers, players=players, soak_matches=soak_matches,
+        ledger_size=ledger_size, ledger_players=ledger_players, engine_matches=engine_matches, repeats=repeats,
+        skip_engine=skip_engine, skip_service=skip_service, skip_ledger=skip_ledger, skip_scaling=skip_scaling,
+        seed=seed, output=output,
+    )
+    raise typer.Exit(run_bench(config))

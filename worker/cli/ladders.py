@@ -1,0 +1,248 @@
+"""``ratings leaderboard``, ``history``, ``verify``, ``export``, ``rebuild`` and ``rebuilds``: a ladder's ratings."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from datetime import UTC
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from worker import store as repository
+from worker.cli.common import configured_policies, console, err, require_database_url, require_known_ladder, who_asks
+from worker.ops.render import leaderboard_table
+from worker.settings import get_settings
+from worker.store.connection import connect
+
+
+def leaderboard(
+    ladder: Annotated[str, typer.Option(help="Ladder name.")],
+    top: Annotated[Optional[int], typer.Option(help="Only the first N.", min=1)] = 20,
+    as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
+) -> None:
+    """Players of a ladder by rating: rank, player, rating, games, wins, draws, losses, win %
+    (a draw counts as half a win)."""
+    require_known_ladder(ladder)
+    with connect(require_database_url()) as conn:
+        rows = repository.leaderboard(conn, ladder, top)
+    columns = ["rank", "player_id", "rating", "games", "wins", "draws", "losses", "win_pct"]
+    if as_csv:
+        writer = csv.writer(sys.stdout)
+        writer.writerow(["rank", "player", "rating", "games", "wins", "draws", "losses", "win %"])
+        for r in rows:
+            writer.writerow([r[c] for c in columns])
+        return
+    console.print(leaderboard_table(ladder, rows))
+
+
+
+def history(
+    player: Annotated[str, typer.Argument(help="Player id.")],
+    ladder: Annotated[str, typer.Option(help="Ladder name.")],
+    as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
+) -> None:
+    """One player's rating history on a ladder, oldest first."""
+    require_known_ladder(ladder)
+    with connect(require_database_url()) as conn:
+        rows = repository.history(conn, ladder, player)
+    if not rows:
+        err.print(f"no history for {player!r} on ladder {ladder!r}")
+        raise typer.Exit(1)
+    if as_csv:
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+        return
+    table = Table(title=f"{player} on {ladder}")
+    for col in ["#", "match", "finished", "result", "before", "after", "delta", "expected", "actual", "K"]:
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r["sequence"]), r["match_id"], r["finished_at"].date().isoformat(), r["result"],
+                      f"{r['rating_before']:.1f}", f"{r['rating_after']:.1f}", f"{r['delta']:+.1f}",
+                      f"{r['expected_score']:.3f}", f"{r['actual_score']:.3f}", f"{r['k_factor']:g}")
+    console.print(table)
+
+
+def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: every configured ladder).")] = None) -> None:
+    """Replay the ledger with the engine and compare with stored ratings; exit 1 on any difference."""
+    from worker.ops.verify import verify_ladder
+
+    policies = configured_policies()
+    ladders = [ladder] if ladder else sorted(policies)
+    failed = False
+    with connect(require_database_url()) as conn:
+        for name in ladders:
+            if name not in policies:
+                err.print(f"[red]unknown ladder {name!r}[/red]; configured: {', '.join(sorted(policies))}")
+                raise typer.Exit(2)
+            result = verify_ladder(conn, name, policies[name])
+            status = "[green]OK[/green]" if result.ok else f"[red]{len(result.differences)} difference(s)[/red]"
+            order = "" if result.apply_order == "applied" else f", order {result.apply_order}"
+            console.print(f"verify {name}: {result.matches} matches replayed, {result.players} players "
+                          f"(policy {result.policy_version}{order}): {status}")
+            if result.configured_version != result.policy_version:
+                console.print(f"  note: the ladders file has policy {result.configured_version} for {name}; "
+                              f"{result.policy_version} stays in force until `ratings rebuild --ladder {name}`")
+            for pid, have, want in result.differences[:20]:
+                console.print(f"  {pid}: stored {have}, replayed {want}")
+            failed |= not result.ok
+    if failed:
+        raise typer.Exit(1)
+
+
+
+class ExportFormat(str, Enum):
+    """File formats of `ratings export`."""
+
+    csv = "csv"
+    xlsx = "xlsx"
+
+
+def export(
+    ladder: Annotated[str, typer.Option(help="Ladder name.")],
+    output: Annotated[Path, typer.Option(help="File to write (`-` with --format csv: standard output).")],
+    fmt: Annotated[Optional[ExportFormat], typer.Option("--format", help="csv or xlsx (default: from the --output suffix).")] = None,
+    top: Annotated[Optional[int], typer.Option(help="Only the first N players (default: all).", min=1)] = None,
+) -> None:
+    """Export a ladder's leaderboard for organisers, as CSV or an Excel workbook.
+
+    Columns: Rank, Name, Wins, Losses, Draws, Win %, Rating, Peak, Games. Win % counts a draw as
+    half a win: (wins + draws / 2) / games.
+    """
+    from worker.ops.export import csv_text, standings_from_rows, write_csv_file, write_xlsx
+
+    require_known_ladder(ladder)
+    if fmt is None and str(output) == "-":
+        fmt = ExportFormat.csv
+    if fmt is None:
+        suffix = output.suffix.lower().lstrip(".")
+        if suffix not in ("csv", "xlsx"):
+            err.print(f"[red]cannot tell the format from {str(output)!r}[/red]: pass --format csv or --format xlsx")
+            raise typer.Exit(2)
+        fmt = ExportFormat(suffix)
+    to_stdout = str(output) == "-"
+    if to_stdout and fmt is not ExportFormat.csv:
+        err.print("[red]--output - (standard output) works with --format csv only[/red]")
+        raise typer.Exit(2)
+    if not to_stdout and not output.parent.is_dir():
+        err.print(f"[red]folder {str(output.parent)!r} does not exist[/red]: create it or choose another --output")
+        raise typer.Exit(2)
+    with connect(require_database_url()) as conn:
+        rows = repository.leaderboard(conn, ladder, top)
+        record = repository.ladder_record(conn, ladder)
+    standings = standings_from_rows(rows)
+    if to_stdout:
+        sys.stdout.write(csv_text(standings))
+        return
+    if fmt is ExportFormat.csv:
+        n = write_csv_file(standings, output)
+    else:
+        about = {"Policy version": record.policy_version if record else configured_policies()[ladder].version}
+        n = write_xlsx(standings, output, ladder, about)
+    err.print(f"wrote {n} player(s) of ladder {ladder!r} to {output} ({fmt.value})")
+
+
+class RebuildOrder(str, Enum):
+    """Replay orders of `ratings rebuild`."""
+
+    applied = "applied"
+    finished_at = "finished-at"
+
+
+def rebuild(
+    ladder: Annotated[str, typer.Option(help="Ladder to recompute.")],
+    order: Annotated[Optional[RebuildOrder], typer.Option(help="Replay order: applied (the ledger's apply order) or finished-at (by the time each match finished). Default: the ladder's current order (applied unless an earlier rebuild chose finished-at).")] = None,
+    by: Annotated[Optional[str], typer.Option(help="Who asks (recorded in `rebuilds`; default: user@host).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on standard output.")] = False,
+) -> None:
+    """Recompute a ladder from its ledger under the ladders file's policy and switch over atomically.
+
+    Safe while workers run: matches applied meanwhile are recomputed too, or rated under the new
+    policy after the switch. Emits a `rebuild` rating-changed event for each player whose rating
+    changed and records the rebuild in `rebuilds` (see `ratings rebuilds`).
+    """
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from worker.ops.rebuild import RebuildError, rebuild_ladder
+    from worker.policy.stored import ladder_contents
+    from worker.service.faults import FaultInjector
+
+    require_known_ladder(ladder)
+    settings = get_settings()
+    policy = configured_policies()[ladder]
+    content = ladder_contents(settings.ladders_file)[ladder]
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as bar:
+        tasks: dict[str, object] = {}
+
+        def progress(phase: str, done: int, total: int | None) -> None:
+            if phase not in tasks:
+                label = {"replay": f"replaying {ladder}", "stamp": "stamping ledger (seq)"}[phase]
+                tasks[phase] = bar.add_task(label, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        try:
+            report = rebuild_ladder(
+                require_database_url(), ladder, policy, content, order.value if order else None, who_asks(by), progress,
+                FaultInjector(settings.fault_injection),
+            )
+        except RebuildError as exc:
+            err.print(f"[red]rebuild refused[/red]: {exc}")
+            raise typer.Exit(1) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict()) + "\n")
+        return
+    table = Table(title=f"rebuild {report.rebuild_id} of ladder {ladder}", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for label, value in [
+        ("policy", f"{report.previous_policy_version or 'none'} -> {report.policy_version}"),
+        ("order", report.apply_order),
+        ("generation", f"{report.previous_generation} -> {report.generation}"),
+        ("matches replayed", f"{report.matches_replayed:,}"),
+        ("  committed after the snapshot", f"{report.catch_up_matches:,}"),
+        ("  replayed inside the switch-over", f"{report.caught_up_in_lock:,}"),
+        ("players", f"{report.players:,}"),
+        ("players whose rating changed", f"{report.players_changed:,}"),
+        ("rebuild events emitted", f"{report.events_emitted:,}"),
+        ("ledger rows stamped", f"{report.ledger_rows_stamped:,}"),
+        ("replay (outside the lock)", f"{report.replay_seconds:.2f} s"),
+        ("snapshot barrier (exclusive lock)", f"{report.barrier_seconds * 1000:.1f} ms"),
+        ("switch-over: lock wait", f"{report.lock_wait_seconds * 1000:.1f} ms"),
+        ("switch-over: lock held", f"{report.lock_held_seconds * 1000:.1f} ms"),
+        ("total", f"{report.duration_seconds:.2f} s"),
+    ]:
+        table.add_row(label, value)
+    console.print(table)
+
+
+def rebuilds(
+    ladder: Annotated[Optional[str], typer.Option(help="Only this ladder.")] = None,
+    limit: Annotated[int, typer.Option(help="How many, newest first.", min=1)] = 20,
+) -> None:
+    """Past and running rebuilds: who, when, policy, order, counts, lock hold time, status."""
+    with connect(require_database_url()) as conn:
+        rows = repository.rebuilds(conn, ladder, limit)
+    table = Table(title="rebuilds (newest first)")
+    for col, just in [("id", "right"), ("ladder", "left"), ("status", "left"), ("started (UTC)", "left"),
+                      ("by", "left"), ("order", "left"), ("policy", "left"), ("matches", "right"),
+                      ("events", "right"), ("lock held", "right")]:
+        table.add_column(col, justify=just)
+    errors = []
+    for r in rows:
+        held = "" if r["lock_held_seconds"] is None else f"{r['lock_held_seconds'] * 1000:,.0f} ms"
+        started = r["started_at"].astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(str(r["id"]), r["ladder"], r["status"], started, r["requested_by"], r["apply_order"],
+                      f"{r['previous_policy_version'] or 'none'} -> {r['policy_version']}",
+                      f"{r['matches_replayed'] or 0:,}", f"{r['events_emitted'] or 0:,}", held)
+        if r["error"]:
+            errors.append(f"  rebuild {r['id']}: {r['error'][:300]}")
+    console.print(table)
+    for line in errors:
+        console.print(line, highlight=False)

@@ -1,0 +1,62 @@
+"""``ratings publish``, ``import-football`` and ``generate``: match-finished messages in."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from worker.cli.common import console, err, require_broker_url
+from worker.settings import get_settings
+
+
+def _publish_all(matches, total: int | None, label: str) -> int:
+    from rich.progress import Progress
+
+    from worker.producer import producer_app, publish_match
+
+    settings = get_settings()
+    papp = producer_app(require_broker_url())
+    n = 0
+    with Progress(console=err, transient=False) as progress, papp.producer_or_acquire() as producer:
+        task = progress.add_task(label, total=total)
+        for match in matches:
+            publish_match(papp, match, queue=settings.queue, producer=producer)
+            n += 1
+            progress.advance(task)
+    return n
+
+
+def publish(file: Annotated[Path, typer.Argument(help="JSON Lines file, one MatchFinished per line.")]) -> None:
+    """Publish every line of FILE to the ratings queue (invalid lines are dead-lettered by the worker)."""
+    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    n = _publish_all(iter(lines), len(lines), f"publishing {file.name}")
+    console.print(f"published {n} message(s)")
+
+
+def import_football(
+    path: Annotated[Optional[Path], typer.Option(help="results.csv of the international football data.")] = None,
+    ladder: Annotated[str, typer.Option(help="Ladder to rate the matches on.")] = "elo",
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N matches.")] = None,
+) -> None:
+    """Publish the international football results as MatchFinished messages, one per match."""
+    from worker.ops.football import DEFAULT_RESULTS, football_matches
+
+    matches = list(football_matches(path or DEFAULT_RESULTS, ladder, limit))
+    n = _publish_all(iter(matches), len(matches), "publishing football matches")
+    console.print(f"published {n} football match(es) to ladder {ladder!r}")
+
+
+def generate(
+    matches: Annotated[int, typer.Option(help="Number of matches.")] = 1000,
+    players: Annotated[int, typer.Option(help="Number of players.")] = 200,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 7,
+    ladder: Annotated[str, typer.Option(help="Ladder name.")] = "sedma",
+) -> None:
+    """Write seeded Sedma matches (1v1 and 2v2) as JSON Lines to standard output."""
+    from worker.devtools.generate import generate_sedma_matches
+
+    for m in generate_sedma_matches(matches, players, seed, ladder):
+        sys.stdout.write(m.model_dump_json() + "\n")

@@ -1,0 +1,100 @@
+"""``ratings migrate``, ``worker``, ``relay`` and ``doctor``: running and checking the service."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from worker import store as repository
+from worker.cli.common import configured_policies, console, err, require_broker_url, require_database_url
+from worker.settings import get_settings
+from worker.store.connection import NotMigrated, connect
+
+
+def migrate() -> None:
+    """Apply pending database migrations (yoyo-migrations, files in worker/store/migrations)."""
+    from worker.store.migrate import migrate as run
+
+    applied = run(require_database_url())
+    console.print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
+    _record_policies()
+
+
+def _record_policies() -> None:
+    """Keep each configured ladder's policy content under its version (``policies`` table)."""
+    from worker.cli.policy import ladder_policies_or_exit
+
+    loaded = ladder_policies_or_exit()
+    try:
+        with connect(require_database_url(), connect_timeout=10) as conn:
+            repository.record_policies(conn, {name: (lp.version, lp.config.canonical()) for name, lp in loaded.items()})
+    except NotMigrated:
+        err.print("policies not recorded: run `ratings migrate` first")
+
+
+def worker(
+    concurrency: Annotated[int, typer.Option(help="Worker child processes.")] = 2,
+    name: Annotated[str, typer.Option(help="Celery node name.")] = "ratings@%h",
+    loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
+    pool: Annotated[str, typer.Option(help="Celery pool (prefork, solo, threads).")] = "prefork",
+) -> None:
+    """Start a Celery worker consuming the ratings queue with the service's settings."""
+    require_database_url()
+    require_broker_url()
+    configured_policies()  # a broken ladders file stops the worker here, before it takes any message
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before prometheus_client is imported
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ratings-metrics-")
+    from worker.service.celery_app import app as celery_app
+
+    settings = get_settings()
+    celery_app.worker_main(
+        ["worker", "-Q", settings.queue, "-c", str(concurrency), "-n", name, "-l", loglevel,
+         "-P", pool, "--without-gossip", "--without-mingle"]
+    )
+
+
+def relay() -> None:
+    """Publish committed rating-changed events from the outbox to the Redis Stream."""
+    from worker.service.observability import configure_logging
+    from worker.service.relay import run_relay, serve_relay_http
+
+    require_database_url()
+    require_broker_url()
+    settings = get_settings()
+    configure_logging(settings.log_level, settings.log_json)
+    heartbeat = serve_relay_http(settings, configured_policies())
+    try:
+        run_relay(settings, heartbeat=heartbeat)
+    except KeyboardInterrupt:
+        pass
+
+
+
+def doctor(
+    outbox_lag: Annotated[float, typer.Option(help="Seconds an event may stay unpublished.")] = 60.0,
+    max_queue_depth: Annotated[Optional[int], typer.Option(help="Fail above this many queued messages.")] = None,
+    skip_verify: Annotated[bool, typer.Option(help="Do not replay the ledgers (large ledgers).")] = False,
+) -> None:
+    """Check the service's health; exit 1 when something is wrong.
+
+    Reports: database and broker reachable, outbox rows unpublished for longer than
+    ``--outbox-lag`` seconds, open dead letters by reason (any open one is a finding: it waits
+    for requeue or discard), queue depth (queued and reserved-unacknowledged), and
+    ledger/stored-rating mismatches (``verify`` of every configured ladder).
+    """
+    from worker.ops.doctor import run_checks
+
+    findings = run_checks(get_settings(), configured_policies(), outbox_lag, max_queue_depth, not skip_verify)
+    table = Table(title="ratings doctor")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for f in findings:
+        table.add_row(f.check, "[green]ok[/green]" if f.ok else "[red]FAIL[/red]", f.detail)
+    console.print(table)
+    if not all(f.ok for f in findings):
+        raise typer.Exit(1)

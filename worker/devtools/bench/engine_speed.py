@@ -1,0 +1,131 @@
+"""``ratings bench`` part: engine speed against elote and an inline Elo loop (no server)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from worker.devtools.bench.common import BenchConfig, best_rate, progress
+from worker.settings import get_settings
+
+# --------------------------------------------------------------------------------------------
+# part 4: engine speed
+
+
+def _classic_pairs(count: int, players: int, seed: int) -> list[tuple[str, str, float]]:
+    """``count`` seeded 1v1 results (player a, player b, a's score 1 / 0.5 / 0) among ``players``."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        a = rng.randrange(players)
+        b = (a + 1 + rng.randrange(players - 1)) % players
+        r = rng.random()
+        pairs.append((f"p{a:05d}", f"p{b:05d}", 1.0 if r < 0.45 else 0.0 if r < 0.9 else 0.5))
+    return pairs
+
+
+def engine_speed(config: BenchConfig) -> dict[str, Any]:
+    """Part 4: the engine's public call and replay paths against elote and an inline loop."""
+    from engine import Match, Outcome, Participant, fast_replay, rate
+    from engine.replay import replay
+    from worker.devtools.generate import generate_sedma_matches
+    from worker.mapping import to_engine_match
+    from worker.policy.ladders import load_ladders
+
+    policies = load_ladders(get_settings().ladders_file)
+    elo, sedma = policies["elo"], policies["sedma"]
+    n = config.engine_matches
+    repeats = config.repeats
+    pairs = _classic_pairs(n, 1000, config.seed)
+    outcome = {1.0: Outcome.SIDE_A_WON, 0.0: Outcome.SIDE_B_WON, 0.5: Outcome.DRAW}
+    classic = [Match(str(i), (Participant(a),), (Participant(b),), outcome[s]) for i, (a, b, s) in enumerate(pairs)]
+    sedma_count = max(1000, n // 4)
+    sedma_1v1 = [to_engine_match(m.model_dump(mode="json"))
+                 for m in generate_sedma_matches(sedma_count, players=1000, seed=config.seed, team_share=0.0)]
+    sedma_mixed = [to_engine_match(m.model_dump(mode="json"))
+                   for m in generate_sedma_matches(sedma_count, players=1000, seed=config.seed + 1, team_share=0.3)]
+    standing = {p.player_id: 1200.0 + (i % 400) for i, m in enumerate(classic[:2000]) for p in m.side_a + m.side_b}
+    sedma_standing = {p.player_id: 1000.0 + (i % 900) for i, m in enumerate(sedma_1v1) for p in m.side_a + m.side_b}
+
+    def rate_all(matches, ratings, policy):
+        def run():
+            for m in matches:
+                rate(m, ratings, policy)
+            return len(matches)
+        return run
+
+    def replay_all(fn, matches, policy):
+        def run():
+            fn(matches, policy)
+            return len(matches)
+        return run
+
+    def inline_loop():
+        ratings: dict[str, float] = {}
+        get = ratings.get
+        for a, b, s in pairs:
+            ra = get(a, 1200.0)
+            rb = get(b, 1200.0)
+            ea = 1.0 / (1.0 + 10.0 ** ((rb - ra) / 400.0))
+            ratings[a] = ra + 30.0 * (s - ea)
+            ratings[b] = rb + 30.0 * ((1.0 - s) - (1.0 - ea))
+        return len(pairs)
+
+    results: dict[str, Any] = {"matches": n, "sedma_matches": sedma_count, "repeats": repeats,
+                               "unit": "matches per second"}
+    progress.print("[bold]engine[/bold]: rate, replay, fast replay, elote, inline loop")
+    results["classic_1v1"] = {
+        "rate_per_s": best_rate(rate_all(classic, standing, elo), repeats),
+        "replay_per_s": best_rate(replay_all(replay, classic, elo), repeats),
+        "fast_replay_per_s": best_rate(replay_all(fast_replay.replay, classic, elo), repeats),
+        "inline_loop_per_s": best_rate(inline_loop, repeats),
+    }
+    try:
+        from elote import EloCompetitor
+
+        def elote_loop():
+            competitors: dict[str, EloCompetitor] = {}
+            for a, b, s in pairs:
+                ca = competitors.get(a)
+                if ca is None:
+                    ca = competitors[a] = EloCompetitor(initial_rating=1200, k_factor=30)
+                cb = competitors.get(b)
+                if cb is None:
+                    cb = competitors[b] = EloCompetitor(initial_rating=1200, k_factor=30)
+                if s == 1.0:
+                    ca.beat(cb)
+                elif s == 0.0:
+                    cb.beat(ca)
+                else:
+                    ca.tied(cb)
+            return len(pairs)
+
+        results["classic_1v1"]["elote_per_s"] = best_rate(elote_loop, repeats)
+        from importlib.metadata import version
+
+        results["elote_version"] = version("elote")
+    except ImportError:
+        results["classic_1v1"]["elote_per_s"] = None
+        results["elote_version"] = None
+        progress.print("[yellow]elote is not installed[/yellow] (pip install -e '.[bench]'): no elote figure")
+    results["sedma_1v1"] = {
+        "rate_per_s": best_rate(rate_all(sedma_1v1, sedma_standing, sedma), repeats),
+        "replay_per_s": best_rate(replay_all(replay, sedma_1v1, sedma), repeats),
+        "fast_replay_per_s": best_rate(replay_all(fast_replay.replay, sedma_1v1, sedma), repeats),
+    }
+    results["sedma_mixed_30pct_2v2"] = {
+        "replay_per_s": best_rate(replay_all(replay, sedma_mixed, sedma), repeats),
+        "fast_replay_per_s": best_rate(replay_all(fast_replay.replay, sedma_mixed, sedma), repeats),
+    }
+    def rating_and_games(standings):
+        return {p: (s.rating.hex(), s.games_played) for p, s in standings.items()}
+
+    results["fast_replay_identical"] = all(
+        rating_and_games(fast_replay.replay(ms, pol)) == rating_and_games(replay(ms, pol))
+        for ms, pol in ((classic, elo), (sedma_1v1, sedma), (sedma_mixed, sedma))
+    )
+    for group in ("classic_1v1", "sedma_1v1", "sedma_mixed_30pct_2v2"):
+        results[group] = {k: (round(v) if isinstance(v, float) else v) for k, v in results[group].items()}
+    return results
+
+

@@ -1,0 +1,109 @@
+"""``ratings bench``: printing the results as tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+# --------------------------------------------------------------------------------------------
+# printing
+
+
+def _console_width() -> int:
+    return Console().width
+
+
+def _n(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and v >= 100 or isinstance(v, int):
+        return f"{v:,.0f}"
+    return str(v)
+
+
+def print_results(results: dict[str, Any]) -> None:
+    """The figures as rich tables: each beside the baseline measured in the same run."""
+    console = Console(width=max(_console_width(), 120))
+    m = results["machine"]
+    console.print(f"machine: {m['nproc']} CPU ({m['cpu_model']}), {m.get('memory_gib')} GiB, Python {m['python']}, "
+                  f"PostgreSQL {m.get('postgresql', '-')}, Redis {m.get('redis', '-')} "
+                  f"({m.get('servers', 'no servers')})")
+    if engine := results.get("engine"):
+        t = Table(title=f"engine speed (matches per second, best of {engine['repeats']:d})")
+        for col in ("path", "1v1 classic", "1v1 Sedma", "Sedma 30 % 2v2"):
+            t.add_column(col, justify="right" if col != "path" else "left")
+        c, s, x = engine["classic_1v1"], engine["sedma_1v1"], engine["sedma_mixed_30pct_2v2"]
+        t.add_row("engine.rate (public call)", _n(c["rate_per_s"]), _n(s["rate_per_s"]), "-")
+        t.add_row("engine.replay.replay", _n(c["replay_per_s"]), _n(s["replay_per_s"]), _n(x["replay_per_s"]))
+        t.add_row("engine.fast_replay.replay", _n(c["fast_replay_per_s"]), _n(s["fast_replay_per_s"]),
+                  _n(x["fast_replay_per_s"]))
+        t.add_row(f"elote EloCompetitor ({engine['elote_version'] or 'not installed'})", _n(c["elote_per_s"]), "-", "-")
+        t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
+        console.print(t)
+    if service := results.get("service"):
+        t = Table(title="service: matches per second, first publish to last event (baseline: no-op tasks to last ack); "
+                        f"RATINGS_BATCH_SIZE={service.get('batch_size', 1)}")
+        for col in ("worker processes", "no-op baseline/s", "rating path/s", "rating / baseline",
+                    "p50 publish→event ms", "p99 publish→event ms", "publisher alone/s", "no-op, queue filled first/s"):
+            t.add_column(col, justify="right")
+        for row in service["scaling"]:
+            t.add_row(str(row["workers"]), _n(row["baseline_per_s"]), _n(row["rating_per_s"]), f"{row['ratio']:.0%}",
+                      _n(row["p50_publish_to_event_ms"]), _n(row["p99_publish_to_event_ms"]),
+                      _n(row["publish_per_s"]), _n(row["baseline_preloaded_per_s"]))
+        console.print(t)
+        if any(row.get("baseline_unbatched_workers_per_s") for row in service["scaling"]):
+            console.print("no-op baseline: the better of the no-op on the batched workers' settings and on workers "
+                          "without batching (RATINGS_BATCH_SIZE=1): " + "; ".join(
+                              f"{row['workers']} w: {_n(row['baseline_same_workers_per_s'])} / "
+                              f"{_n(row['baseline_unbatched_workers_per_s'])}/s" for row in service["scaling"]))
+        if not service.get("server_autovacuum", True):
+            console.print(f"note: the server's autovacuum is off; the bench ran VACUUM (ANALYZE) of the service tables "
+                          f"every {service['bench_vacuum_interval_s']:g} s during each run in its place")
+        t = Table(title=f"service at {service['main_workers']} worker processes")
+        t.add_column("figure")
+        t.add_column("value", justify="right")
+        t.add_column("baseline (same run)", justify="right")
+        if h := service.get("headline"):
+            t.add_row("rating path / no-op baseline (headline)", f"{h['ratio']:.0%}",
+                      f"{_n(h['rating_per_s'])}/s vs {_n(h['baseline_per_s'])}/s")
+            t.add_row("the same with the queue filled first (consumers only)", f"{h['preloaded_ratio']:.0%}",
+                      f"{_n(h['preloaded_rating_per_s'])}/s vs {_n(h['preloaded_baseline_per_s'])}/s")
+        if half := service.get("half_load"):
+            for key, label in (("latency_publish_to_event", "publish → event"),
+                               ("latency_publish_to_commit", "publish → commit")):
+                lat = half[key]
+                t.add_row(f"half load ({_n(half['paced_per_s'])}/s): {label} p50 / p95 / p99 ms",
+                          f"{lat['p50_ms']} / {lat['p95_ms']} / {lat['p99_ms']}",
+                          "full load: " + (f"{half['full_load_latency_publish_to_event']['p50_ms']} / "
+                                           f"{half['full_load_latency_publish_to_event']['p95_ms']} / "
+                                           f"{half['full_load_latency_publish_to_event']['p99_ms']}"
+                                           if key == "latency_publish_to_event" else "-"))
+        if hot := service.get("hot_players"):
+            t.add_row(f"hot players ({hot['hot_share']:.0%} of matches, {hot['hot_players']} players)",
+                      f"{_n(hot['per_s'])}/s ({hot['share_of_uniform']:.0%})", f"uniform {_n(hot['uniform_per_s'])}/s")
+        if rss := service.get("rss"):
+            t.add_row(f"worker RSS over {rss['matches_processed']:,} matches (all {rss['workers']} nodes)",
+                      f"{rss['end_mib']} MiB ({rss['growth_from_warm_up_pct']:+} %)",
+                      f"after warm-up {rss['after_warm_up_mib']} MiB, cold {rss['start_cold_mib']} MiB")
+        console.print(t)
+    if ledger := results.get("ledger"):
+        t = Table(title=f"verify of the {ledger['ladder']} ledger "
+                        f"({ledger['players']:,} players; each in a fresh process)")
+        for col in ("matches", "write s", "verify s", "verify/s", "peak RSS MiB", "fast verify s", "fast peak RSS MiB",
+                    "idle process RSS MiB"):
+            t.add_column(col, justify="right")
+        for s in ledger["sizes"]:
+            t.add_row(_n(s["matches"]), str(s["write_seconds"]), str(s["verify_seconds"]), _n(s["verify_per_s"]),
+                      str(s["verify_peak_rss_mib"]), str(s["fast_verify_seconds"]), str(s["fast_verify_peak_rss_mib"]),
+                      str(s["idle_process_peak_rss_mib"]))
+        console.print(t)
+    if rows := results.get("targets"):
+        t = Table(title="targets (2-core machine)")
+        for col in ("target", "wanted", "reached", "met"):
+            t.add_column(col)
+        for r in rows:
+            met = "-" if r["met"] is None else ("[green]yes[/green]" if r["met"] else "[red]no[/red]")
+            t.add_row(r["target"], r["wanted"], _n(r["reached"]) + (f" ({r['note']})" if r["note"] else ""), met)
+        console.print(t)

@@ -1,0 +1,140 @@
+"""``ratings bench``: the whole run (every part, targets, exit code)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from worker.devtools.bench.common import BenchConfig, _with_dbname, console, machine, progress
+from worker.devtools.bench.engine_speed import engine_speed
+from worker.devtools.bench.ledger import ledger_bench
+from worker.devtools.bench.report import print_results
+from worker.devtools.bench.service import service_bench
+from worker.settings import get_settings
+from worker.store import bench_data
+from worker.store.connection import DatabaseError, connect
+
+# --------------------------------------------------------------------------------------------
+# the whole run
+
+
+def targets(results: dict[str, Any], config: BenchConfig) -> list[dict[str, Any]]:
+    """The issue's targets beside what this run reached (``met`` is None when not measured)."""
+    rows = []
+
+    def add(name, target, value, met, note=""):
+        rows.append({"target": name, "wanted": target, "reached": value, "met": met, "note": note})
+
+    engine = results.get("engine")
+    if engine:
+        v = engine["classic_1v1"]["rate_per_s"]
+        add("engine.rate, 1v1 classic", ">= 300,000/s", v, v >= 300_000)
+        v = engine["sedma_1v1"]["rate_per_s"]
+        add("engine.rate, 1v1 Sedma", ">= 300,000/s", v, v >= 300_000)
+        v = engine["classic_1v1"]["fast_replay_per_s"]
+        add("replay path (fast_replay), 1v1 classic", ">= 1,000,000/s", v, v >= 1_000_000)
+        v = engine["sedma_1v1"]["fast_replay_per_s"]
+        add("replay path (fast_replay), 1v1 Sedma", ">= 1,000,000/s", v, v >= 1_000_000)
+    ledger = results.get("ledger")
+    if ledger and ledger["sizes"]:
+        big = ledger["sizes"][-1]
+        full = big["matches"] >= 1_000_000
+        note = "" if full else f"ledger of {big['matches']:,} only"
+        add(f"verify {big['matches']:,} matches", "<= 60 s (1,000,000)", big["verify_seconds"],
+            big["verify_seconds"] <= 60 if full else None, note)
+        add(f"verify {big['matches']:,} matches, fast replay", "<= 60 s (1,000,000)", big["fast_verify_seconds"],
+            big["fast_verify_seconds"] <= 60 if full else None, note)
+        peaks = [s["verify_peak_rss_mib"] for s in ledger["sizes"]]
+        add("verify memory flat (peak RSS, smallest to largest ledger)", "flat",
+            f"{peaks[0]} -> {peaks[-1]} MiB", peaks[-1] <= peaks[0] * 1.1 + 5 if len(peaks) > 1 else None)
+    service = results.get("service")
+    if service and "rss" in service:
+        rss = service["rss"]
+        enough = rss["matches_processed"] >= 200_000
+        add(f"worker RSS growth over {rss['matches_processed']:,} matches", "< 10 % over 200,000",
+            f"{rss['growth_from_warm_up_pct']} %", rss["growth_from_warm_up_pct"] < 10 if enough else None,
+            "" if enough else "fewer than 200,000 matches: use --soak-matches 200000")
+    if service and "hot_players" in service:
+        v = service["hot_players"]["share_of_uniform"]
+        add("hot players / uniform throughput", ">= 70 %", f"{v:.0%}", v >= 0.7)
+    if service and "half_load" in service:
+        v = service["half_load"]["latency_publish_to_event"]["p99_ms"]
+        add("p99 publish -> event at half load", "<= 100 ms", v, v is not None and v <= 100)
+    return rows
+
+
+def run_bench(config: BenchConfig) -> int:
+    """Run the benchmark, print the tables, write the JSON; exit code 0, or 1 if a correctness
+    check failed (a lost message, a dead letter, a failed verify)."""
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        progress.print("[red]ratings bench needs psutil[/red]: pip install -e '.[bench]'")
+        return 2
+    settings = get_settings()
+    results: dict[str, Any] = {"machine": machine(), "config": {k: (str(v) if isinstance(v, Path) else v)
+                                                                for k, v in asdict(config).items()}}
+    results["config"]["main_workers"] = config.main_worker_count()
+    started = time.monotonic()
+    if not config.skip_engine:
+        results["engine"] = engine_speed(config)
+    embedded = admin = None
+    dbname = None
+    try:
+        if not (config.skip_service and config.skip_ledger):
+            from worker.devtools.embedded import EmbeddedServers
+            from worker.store.migrate import migrate
+
+            db_url, broker_url = settings.database_url, settings.broker_url
+            if not db_url or not broker_url:
+                state = settings.state_dir.resolve() / "bench"
+                progress.print(f"starting embedded servers under {state}")
+                embedded = EmbeddedServers.start(state, postgres=not db_url, redis_server=not broker_url)
+                db_url, broker_url = db_url or embedded.database_url, broker_url or embedded.broker_url
+            results["machine"]["servers"] = "embedded" if embedded else "configured"
+            results["database"] = dbname = f"ratings_bench_{uuid.uuid4().hex[:8]}"
+            admin = db_url
+            with connect(admin, autocommit=True) as conn:
+                results["machine"]["postgresql"] = bench_data.create_database(conn, dbname)
+            results["machine"]["redis"] = redis.Redis.from_url(broker_url).info("server").get("redis_version")
+            database_url = _with_dbname(admin, dbname)
+            migrate(database_url)
+            log_dir = settings.state_dir.resolve() / "bench-logs" / dbname
+            if not config.skip_service:
+                results["service"] = service_bench(config, database_url, broker_url, log_dir)
+            if not config.skip_ledger:
+                results["ledger"] = ledger_bench(config, database_url)
+    finally:
+        if dbname is not None:
+            try:
+                with connect(admin, autocommit=True) as conn:
+                    bench_data.drop_database(conn, dbname)
+            except DatabaseError as exc:
+                progress.print(f"[yellow]could not drop the bench database {dbname}[/yellow]: {exc}")
+        if embedded is not None:
+            embedded.stop()
+    results["targets"] = targets(results, config)
+    results["seconds"] = round(time.monotonic() - started, 1)
+    config.output.write_text(json.dumps(results, indent=2))
+    print_results(results)
+    console.print(f"figures written to {config.output} ({results['seconds']:.0f} s)")
+    return 0 if correct(results) else 1
+
+
+def correct(results: dict[str, Any]) -> bool:
+    """Every correctness check of the run passed (nothing lost, no dead letter, verify exact)."""
+    ok = results.get("engine", {}).get("fast_replay_identical", True)
+    for run in results.get("service", {}).get("runs", []):
+        if not run["kind"].startswith("noop"):
+            ok &= run["verify_ok"] and run["applied"] == run["messages"] and not run["dead_letters"]
+    for size in results.get("ledger", {}).get("sizes", []):
+        ok &= size["verify_ok"] and size["fast_verify_ok"]
+    return bool(ok)
+
+

@@ -1,0 +1,143 @@
+"""``ratings bench`` part: the service runs (no-op baseline, rating path, scaling, half load, hot players, memory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from worker.devtools.bench.cluster import Cluster, _warm_up, autovacuum_on, service_matches
+from worker.devtools.bench.common import BenchConfig, progress
+from worker.settings import get_settings
+
+
+def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_dir: Path) -> dict[str, Any]:
+    """Part 2: baseline and rating path per worker count; half load, hot players, memory."""
+    main = config.main_worker_count()
+    counts = [main] if config.skip_scaling else sorted(set(config.workers) | {main})
+    n = config.matches
+    timeout = max(180.0, n / 20)
+    runs: list[dict[str, Any]] = []
+    scaling = []
+    settings = get_settings()  # the workers inherit this process's environment: the same values
+    out: dict[str, Any] = {"main_workers": main, "matches": n, "players": config.players,
+                           "node_layout": "one worker node per process, concurrency 1 (prefork child)",
+                           "batch_size": settings.batch_size, "batch_flush_interval_s": settings.batch_flush_interval,
+                           "reserved_per_child": settings.reserved_per_child}
+    out["server_autovacuum"] = autovacuum_on(database_url)
+    out["bench_vacuum_interval_s"] = 0.0 if out["server_autovacuum"] else config.vacuum_interval
+    for workers in counts:
+        unbatched_noop = unbatched_noop_preloaded = None
+        if settings.batch_size > 1:
+            # Batching raises the prefetch (2 x batch size per child), which does the one-task-per-
+            # message no-op no good: the baseline is also measured on workers without batching
+            # (RATINGS_BATCH_SIZE=1, prefetch multiplier as configured), and the better one counts.
+            plain = Cluster(database_url, broker_url, workers, log_dir / f"workers-{workers}-unbatched",
+                            config.loglevel, overrides={"RATINGS_BATCH_SIZE": "1"})
+            out.setdefault("queues", []).append(plain.queue)
+            out.setdefault("streams", []).append(plain.stream)
+            try:
+                progress.print(f"[bold]service[/bold]: {workers} worker process(es) without batching: no-op baseline")
+                plain.start()
+                plain.run_noop([{"warm": i} for i in range(200)], 120)
+                plain_bodies = service_matches(n, config.seed + workers, f"bench-w{workers}", config.players)
+                unbatched_noop = plain.run_noop(plain_bodies, timeout) | {"workers": workers, "kind": "noop_unbatched"}
+                unbatched_noop_preloaded = plain.run_noop(plain_bodies, timeout, preload=True) | {
+                    "workers": workers, "kind": "noop_unbatched_preloaded"}
+                runs += [unbatched_noop, unbatched_noop_preloaded]
+            finally:
+                plain.stop()
+        cluster = Cluster(database_url, broker_url, workers, log_dir / f"workers-{workers}", config.loglevel)
+        cluster.vacuum_interval = out["bench_vacuum_interval_s"]
+        out["noop_task_wired"] = cluster.wired
+        out.setdefault("queues", []).append(cluster.queue)
+        out.setdefault("streams", []).append(cluster.stream)
+        try:
+            progress.print(f"[bold]service[/bold]: {workers} worker process(es): starting")
+            cluster.start()
+            rss_cold = cluster.worker_rss()
+            _warm_up(cluster, config.seed + 99, config.players)
+            rss_warm = cluster.worker_rss()
+            bodies = service_matches(n, config.seed + workers, f"bench-w{workers}", config.players)
+            progress.print(f"  baseline: {n} no-op tasks (then again with the queue filled first)")
+            noop = cluster.run_noop(bodies, timeout) | {"workers": workers}
+            noop_preloaded = cluster.run_noop(bodies, timeout, preload=True) | {"workers": workers}
+            progress.print(f"  rating path: {n} matches at full load")
+            full = cluster.run_matches("uniform_full_load", bodies, timeout) | {"workers": workers}
+            runs += [noop, noop_preloaded, full]
+            noop_same = noop
+            if unbatched_noop is not None and unbatched_noop["per_s"] > noop["per_s"]:
+                noop = unbatched_noop
+            if unbatched_noop_preloaded is not None and unbatched_noop_preloaded["per_s"] > noop_preloaded["per_s"]:
+                noop_preloaded = unbatched_noop_preloaded
+            scaling.append({
+                "workers": workers, "baseline_per_s": noop["per_s"], "baseline_kind": noop["kind"],
+                "baseline_same_workers_per_s": noop_same["per_s"],
+                "baseline_unbatched_workers_per_s": unbatched_noop["per_s"] if unbatched_noop else None,
+                "rating_per_s": full["per_s"],
+                "ratio": round(full["per_s"] / noop["per_s"], 3),
+                "publish_per_s": noop["publish_per_s"], "baseline_preloaded_per_s": noop_preloaded["per_s"],
+                "p50_publish_to_event_ms": full["latency_publish_to_event"]["p50_ms"],
+                "p99_publish_to_event_ms": full["latency_publish_to_event"]["p99_ms"],
+            })
+            processed = 200 + n
+            if workers == main:
+                progress.print(f"  rating path: {n} matches with the queue filled first")
+                drained = cluster.run_matches(
+                    "uniform_preloaded", service_matches(n, config.seed + 300, f"bench-pre-w{workers}", config.players),
+                    timeout, preload=True) | {"workers": workers}
+                runs.append(drained)
+                out["headline"] = {"workers": workers, "baseline_per_s": noop["per_s"], "rating_per_s": full["per_s"],
+                                   "ratio": round(full["per_s"] / noop["per_s"], 3),
+                                   "preloaded_baseline_per_s": noop_preloaded["per_s"],
+                                   "preloaded_rating_per_s": drained["per_s"],
+                                   "preloaded_ratio": round(drained["per_s"] / noop_preloaded["per_s"], 3)}
+                processed += n
+                half_rate = full["per_s"] / 2
+                half_n = max(50, n // 2)
+                progress.print(f"  half load: {half_n} matches paced at {half_rate:.0f}/s")
+                half = cluster.run_matches(
+                    "uniform_half_load",
+                    service_matches(half_n, config.seed + 500, f"bench-half-w{workers}", config.players),
+                    timeout + half_n / half_rate, rate=half_rate) | {"workers": workers}
+                progress.print(f"  hot players: {n} matches, {config.hot_share:.0%} with one of {config.hot_players}")
+                hot = cluster.run_matches(
+                    "hot_players_full_load",
+                    service_matches(n, config.seed + 700, f"bench-hot-w{workers}", config.players,
+                                    config.hot_share, config.hot_players), timeout) | {"workers": workers}
+                runs += [half, hot]
+                out["half_load"] = {"paced_per_s": half["paced_per_s"], "achieved_per_s": half["per_s"],
+                                    "latency_publish_to_commit": half["latency_publish_to_commit"],
+                                    "latency_publish_to_event": half["latency_publish_to_event"],
+                                    "full_load_latency_publish_to_event": full["latency_publish_to_event"]}
+                out["hot_players"] = {"hot_share": config.hot_share, "hot_players": config.hot_players,
+                                      "per_s": hot["per_s"], "uniform_per_s": full["per_s"],
+                                      "share_of_uniform": round(hot["per_s"] / full["per_s"], 3),
+                                      "latency_publish_to_event": hot["latency_publish_to_event"]}
+                processed += half_n + n
+                if config.soak_matches:
+                    progress.print(f"  soak: {config.soak_matches} matches at full load")
+                    soak = cluster.run_matches(
+                        "soak_full_load",
+                        service_matches(config.soak_matches, config.seed + 900, f"bench-soak-w{workers}",
+                                        config.players),
+                        max(timeout, config.soak_matches / 20)) | {"workers": workers}
+                    runs.append(soak)
+                    processed += config.soak_matches
+                rss_end = cluster.worker_rss()
+                out["rss"] = {
+                    "workers": workers, "matches_processed": processed,
+                    "start_cold_mib": round(rss_cold["total_bytes"] / 2**20, 1),
+                    "after_warm_up_mib": round(rss_warm["total_bytes"] / 2**20, 1),
+                    "end_mib": round(rss_end["total_bytes"] / 2**20, 1),
+                    "children_after_warm_up_mib": round(rss_warm["children_bytes"] / 2**20, 1),
+                    "children_end_mib": round(rss_end["children_bytes"] / 2**20, 1),
+                    "growth_from_warm_up_pct": round(100 * (rss_end["total_bytes"] / rss_warm["total_bytes"] - 1), 1),
+                    "growth_from_cold_pct": round(100 * (rss_end["total_bytes"] / rss_cold["total_bytes"] - 1), 1),
+                }
+        finally:
+            cluster.stop()
+    out["scaling"] = scaling
+    out["runs"] = runs
+    return out
+
+

@@ -1,0 +1,69 @@
+"""``ratings evaluate``: the comparison table (rich) and its notes."""
+
+from __future__ import annotations
+
+from worker.ops.evaluate.run import EvaluationReport
+
+# ------------------------------------------------------------------------------------------------
+# The table
+# ------------------------------------------------------------------------------------------------
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "–" if value is None else format(value, fmt)
+
+
+def _share(count: int, total: int) -> str:
+    return "–" if not total else f"{100.0 * count / total:.2f} % ({count:,})"
+
+
+def report_table(report: EvaluationReport):
+    """A rich :class:`rich.table.Table`: one row per figure, one column per policy."""
+    from rich.table import Table
+
+    title = f"ratings evaluate: {report.source}, {report.matches:,} matches"
+    if report.first and report.last:
+        title += f" ({report.first.date().isoformat()} to {report.last.date().isoformat()})"
+    table = Table(title=title)
+    table.add_column("", justify="left")
+    for p in report.policies:
+        table.add_column(p.label, justify="right")
+    pols = report.policies
+
+    def row(name: str, cells) -> None:
+        table.add_row(name, *cells)
+
+    row("policy", [p.description for p in pols])
+    row("version", [p.version or "–" for p in pols])
+    row("matches", [f"{p.matches:,}" for p in pols])
+    row(f"scored (burn-in: first {report.skip_first:,} left out)", [f"{p.scored:,}" for p in pols])
+    row("  of which draws (s = 0.5)", [_share(p.draws_scored, p.scored) for p in pols])
+    row("log loss (nats)", [_num(p.log_loss, ".4f") for p in pols])
+    row("Brier score", [_num(p.brier, ".4f") for p in pols])
+    row("accuracy (decisive matches)", [f"{100 * p.accuracy:.2f} %" if p.accuracy is not None else "–" for p in pols])
+    row("  decisive / no favourite (E = 0.5)", [f"{p.decisive:,} / {p.no_favourite:,}" for p in pols])
+    row("mean rating at the end", [_num(p.mean_rating, ".2f") for p in pols])
+    row("drift (mean − initial)", [_num(p.drift, "+.2f") for p in pols])
+    per = "year" if report.drift_by == "year" else f"{report.drift_every:,} matches"
+    row(f"largest |drift| (per {per})", [_num(p.max_abs_drift, ".2f") for p in pols])
+    row("rating floor hit (matches)", [_share(p.floor_hits, p.matches) for p in pols])
+    row("expected score capped (matches)", [_share(p.cap_hits, p.matches) for p in pols])
+    row("players", [f"{p.distribution.players:,}" if p.distribution else "–" for p in pols])
+    for name, attr in (("rating min", "min"), ("rating p10", "p10"), ("rating median", "p50"),
+                       ("rating p90", "p90"), ("rating max", "max"), ("rating std", "std")):
+        row(name, [_num(getattr(p.distribution, attr), ".1f") if p.distribution else "–" for p in pols])
+    if pols[0].player is not None:
+        row(f"{pols[0].player}: rating (games)",
+            [f"{p.player_rating:.1f} ({p.player_games:,})" if p.player_games else "no match" for p in pols])
+    return table
+
+
+NOTES = (
+    "E = side A's expected score before the match, s = side A's result (1 / 0.5 / 0). "
+    "Log loss = mean of −[s·ln E + (1−s)·ln(1−E)], E clipped to [1e-15, 1−1e-15]: a draw is the soft label "
+    "s = 0.5 (a constant E = 0.5 scores ln 2 = 0.6931). Brier = mean of (E − s)². Accuracy: decisive "
+    "matches only (draws left out), won by the side with E > 0.5; E = 0.5 counts half. Drift: mean rating "
+    "of every player rated so far minus the policy's initial rating. Distribution: every rated player at "
+    "the end (population std)."
+)
+"""Printed under the table: how each figure is defined."""

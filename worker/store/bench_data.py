@@ -1,0 +1,124 @@
+"""Store: SQL of the benchmark (``ratings bench``): scratch databases, table resets, a synthetic ledger, vacuum."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "duplicate_deliveries", "dead_letters")
+"""The tables a benchmark run empties between runs."""
+
+_SYNTHETIC_LEDGER = """
+INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at)
+SELECT id, 'elo', md5(id), jsonb_build_object(
+           'schema_version', 1, 'match_id', id, 'ladder', 'elo',
+           'finished_at', to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+           'side_a', jsonb_build_object('players', jsonb_build_array(
+               jsonb_build_object('player_id', 'pl' || lpad(a::text, 6, '0'), 'stats', NULL))),
+           'side_b', jsonb_build_object('players', jsonb_build_array(
+               jsonb_build_object('player_id', 'pl' || lpad(((a + 1 + d) %% %(players)s::int)::text, 6, '0'),
+                                  'stats', NULL))),
+           'outcome', CASE WHEN o < 0.45 THEN 'side_a_won' WHEN o < 0.9 THEN 'side_b_won' ELSE 'draw' END),
+       ts
+  FROM (SELECT 'bench-ledger-' || g AS id,
+               floor(random() * %(players)s::int)::int AS a,
+               floor(random() * (%(players)s::int - 1))::int AS d,
+               random() AS o,
+               timestamptz '2020-01-01 00:00:00+00' + g * interval '1 minute' AS ts
+          FROM generate_series(%(first)s::int, %(last)s::int) AS g) AS s
+ ORDER BY ts
+"""
+
+
+def create_database(conn: psycopg.Connection, name: str) -> str:
+    """``CREATE DATABASE name`` (``conn`` in autocommit); return the server's version string."""
+    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    row = conn.execute("SHOW server_version").fetchone()
+    return row[0] if row else ""
+
+
+def drop_database(conn: psycopg.Connection, name: str) -> None:
+    """``DROP DATABASE IF EXISTS name WITH (FORCE)`` (``conn`` in autocommit)."""
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def ping(conn: psycopg.Connection) -> None:
+    """``SELECT 1``: opens the session's backend (a memory baseline before measuring)."""
+    conn.execute("SELECT 1")
+
+
+def truncate_service_tables(conn: psycopg.Connection) -> None:
+    """Empty :data:`SERVICE_TABLES` and restart their sequences."""
+    conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(
+        sql.SQL(", ").join(sql.Identifier(t) for t in SERVICE_TABLES)))
+
+
+def vacuum_analyze_rating_tables(conn: psycopg.Connection) -> None:
+    """``VACUUM (ANALYZE)`` of the tables the rating transaction writes (``conn`` in autocommit)."""
+    conn.execute("VACUUM (ANALYZE) players, ledger, outbox, rating_changes")
+
+
+def autovacuum_on(conn: psycopg.Connection) -> bool:
+    """Is the server's autovacuum on?"""
+    row = conn.execute("SHOW autovacuum").fetchone()
+    return bool(row and row[0] == "on")
+
+
+def commit_times(conn: psycopg.Connection) -> dict[str, float]:
+    """Mapping of match id to the time its rating changes were committed (Unix seconds, the latest
+    ``occurred_at`` of its rows)."""
+    return dict(conn.execute(
+        "SELECT match_id, extract(epoch FROM max(occurred_at))::float8 FROM rating_changes GROUP BY match_id"
+    ).fetchall())
+
+
+def seed_random(conn: psycopg.Connection, seed: float) -> None:
+    """``setseed(seed)`` for the session's ``random()`` (``seed`` in [-1, 1])."""
+    conn.execute("SELECT setseed(%s)", (seed,))
+
+
+def write_synthetic_ledger(conn: psycopg.Connection, players: int, first: int, last: int) -> None:
+    """Insert 1v1 ``elo`` matches ``bench-ledger-<first>`` .. ``bench-ledger-<last>`` between ``players``
+    random players (45 % side A wins, 45 % side B, 10 % draws; one minute apart from 2020-01-01),
+    then ``VACUUM ANALYZE ledger``."""
+    conn.execute(_SYNTHETIC_LEDGER, {"players": players, "first": first, "last": last})
+    conn.execute("VACUUM ANALYZE ledger")
+
+
+def ledger_last_seq(conn: psycopg.Connection) -> int:
+    """The highest ``seq`` of the ledger (0 when empty)."""
+    row = conn.execute("SELECT coalesce(max(seq), 0) FROM ledger").fetchone()
+    return row[0] if row else 0
+
+
+def iter_payloads_between(conn: psycopg.Connection, ladder: str, after_seq: int, last_seq: int,
+                          batch_size: int = 5000) -> Iterator[dict[str, Any]]:
+    """Stream the ladder's ledger payloads with ``after_seq < seq <= last_seq`` in ``seq`` order
+    (server-side cursor, in a transaction of its own)."""
+    with conn.transaction(), conn.cursor(name="bench_new_rows") as cur:
+        cur.itersize = batch_size
+        cur.execute("SELECT payload FROM ledger WHERE ladder = %s AND seq > %s AND seq <= %s ORDER BY seq",
+                    (ladder, after_seq, last_seq))
+        for (payload,) in cur:
+            yield payload
+
+
+def replace_players(conn: psycopg.Connection, ladder: str, standings: Mapping[str, tuple[float, int]]) -> None:
+    """Replace the ladder's ``players`` rows by ``standings`` (player id to (rating, games played);
+    the peak rating is set to the rating), in one transaction (``COPY``)."""
+    with conn.transaction():
+        conn.execute("DELETE FROM players WHERE ladder = %s", (ladder,))
+        with conn.cursor().copy(
+            "COPY players (ladder, player_id, rating, peak_rating, games_played) FROM STDIN"
+        ) as copy:
+            for pid, (rating, games) in standings.items():
+                copy.write_row((ladder, pid, rating, rating, games))
+
+
+def ledger_table_mib(conn: psycopg.Connection) -> float:
+    """Size of the ``ledger`` table with its indexes and TOAST, in MiB."""
+    row = conn.execute("SELECT pg_total_relation_size('ledger')").fetchone()
+    return (row[0] if row else 0) / 2**20

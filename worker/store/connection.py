@@ -1,0 +1,45 @@
+"""Store: one database connection for operator commands and tools, and the driver errors their callers catch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+import psycopg.errors
+
+DatabaseError = psycopg.Error
+"""Any database failure (the driver's base error class)."""
+
+DatabaseUnreachable = psycopg.OperationalError
+"""The server cannot be reached or the connection broke (``psycopg.OperationalError``)."""
+
+NotMigrated = psycopg.errors.UndefinedTable
+"""A table the store needs does not exist yet: run ``ratings migrate``."""
+
+Connection = psycopg.Connection
+"""The connection type the store's functions take (``psycopg.Connection``)."""
+
+
+def connect(database_url: str, *, autocommit: bool = False, connect_timeout: float | None = None) -> psycopg.Connection:
+    """Open one connection to ``database_url`` (use it as a context manager: closed on exit, and
+    committed on a clean exit unless ``autocommit``). ``connect_timeout`` in seconds (``None``: the
+    driver's default). Raises :data:`DatabaseUnreachable` when the server does not answer."""
+    kwargs: dict[str, object] = {"autocommit": autocommit}
+    if connect_timeout is not None:
+        kwargs["connect_timeout"] = int(connect_timeout)
+    return psycopg.connect(database_url, **kwargs)  # type: ignore[arg-type]
+
+
+@contextmanager
+def snapshot(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
+    """One ``REPEATABLE READ`` transaction on ``conn``: every read inside sees the same snapshot while
+    workers keep committing (as ``verify`` reads the ledger and the stored ratings). ``conn`` must not
+    be inside a transaction; its isolation level is restored on exit."""
+    saved = conn.isolation_level
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    try:
+        with conn.transaction():
+            yield conn
+    finally:
+        conn.isolation_level = saved
