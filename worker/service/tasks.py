@@ -11,12 +11,14 @@ import time
 import structlog
 from celery.signals import setup_logging, worker_process_init, worker_process_shutdown, worker_ready
 
+from worker.outcome import Handled, Outcome
 from worker.service import observability
 
 from worker.service.celery_app import app
 from worker.policy.ladders import load_ladders
 from worker.policy.stored import ladder_contents
 from worker.service.rating_service import TRANSIENT_ERRORS, RatingService
+from worker.store.ladders import LadderPolicy
 from worker.store.pool import open_pool
 from worker.settings import get_settings
 
@@ -31,8 +33,10 @@ def get_service() -> RatingService:
     global _service, _service_pid
     if _service is None or _service_pid != os.getpid():
         settings = get_settings()
-        _service = RatingService(open_pool(settings), load_ladders(settings.ladders_file), settings,
-                                 ladder_contents(settings.ladders_file))
+        contents = ladder_contents(settings.ladders_file)
+        ladders = {name: LadderPolicy(name, policy, contents.get(name))
+                   for name, policy in load_ladders(settings.ladders_file).items()}
+        _service = RatingService(open_pool(settings), ladders, settings, interrupts=(SoftTimeLimitExceeded,))
         _service_pid = os.getpid()
     return _service
 
@@ -112,35 +116,42 @@ def apply_match(self, *args, **kwargs) -> str:
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     try:
-        handled = service.handle_call(args, kwargs, task_id)
+        handled: list = [None]
+        lock_wait = service.rate([(task_id, args, kwargs)], handled)
     except TRANSIENT_ERRORS as exc:
         log.error("transient database error outlasted retries; requeueing: %s", exc)
         raise Reject(str(exc), requeue=True) from exc
     except SoftTimeLimitExceeded as exc:  # the message is fine; this run ran out of time
         log.error("task %s hit its soft time limit; requeueing", task_id)
         raise Reject("soft time limit", requeue=True) from exc
-    record_handled(handled, time.perf_counter() - started, task_id=task_id)
-    return handled.outcome
+    record_handled(handled[0], time.perf_counter() - started, task_id=task_id)
+    record_transaction(1 if handled[0].outcome is Outcome.APPLIED else 0, lock_wait)
+    return handled[0].outcome.value
 
 
-def record_handled(handled, duration: float, task_id: str | None = None, batch_size: int = 1) -> None:
+def record_handled(handled: Handled, duration: float, task_id: str | None = None, batch_size: int = 1) -> None:
     """Metrics and one structured log line for a handled message.
 
     ``duration``: seconds spent on this message (for a batch, the batch's time divided by its
     size); ``batch_size``: messages in the batch it was handled in (1 without batching).
     """
-    observability.MESSAGES.labels(handled.outcome).inc()
+    observability.MESSAGES.labels(handled.outcome.value).inc()
     observability.APPLY_SECONDS.observe(duration)
-    if handled.outcome == "dead_letter":
+    if handled.outcome is Outcome.DEAD_LETTER:
         observability.DEAD_LETTERS.labels(handled.reason_code).inc()
-    if handled.lock_wait_seconds is not None:  # applied in a transaction of its own
-        observability.LOCK_WAIT_SECONDS.observe(handled.lock_wait_seconds)
-        observability.BATCH_SIZE.observe(1)
     if handled.out_of_order:
         observability.OUT_OF_ORDER.labels(handled.ladder).inc()
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     structlog.get_logger("worker.service.tasks").info(
-        "match handled", outcome=handled.outcome, match_id=handled.match_id, ladder=handled.ladder,
+        "match handled", outcome=handled.outcome.value, match_id=handled.match_id, ladder=handled.ladder,
         reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2), batch_size=batch_size,
     )
+
+
+def record_transaction(applied: int, lock_wait: float | None) -> None:
+    """Metrics of one rating transaction: ``applied`` matches in it and the seconds it waited for
+    player row locks (nothing is recorded when no match was applied in one transaction)."""
+    if applied and lock_wait is not None:
+        observability.BATCH_SIZE.observe(applied)
+        observability.LOCK_WAIT_SECONDS.observe(lock_wait)

@@ -16,6 +16,22 @@ LADDER_LOCK_CLASS = 7_401
 """First key of the per-ladder advisory lock: every rating transaction takes it shared, a rebuild's
 switch-over takes it exclusive (``pg_advisory_xact_lock(LADDER_LOCK_CLASS, hashtext(ladder))``)."""
 @dataclass(frozen=True, slots=True)
+class LadderPolicy:
+    """A ladder's policy as configured in this process's ladders file, loaded once: the engine
+    ``policy``, its canonical ``content`` (recorded as the ladder's policy in force the first time
+    a match of the ladder is rated; ``None``: record nothing) and so its ``version``."""
+
+    ladder: str
+    policy: RatingPolicy
+    content: dict[str, Any] | None = None
+
+    @property
+    def version(self) -> str | None:
+        """The policy's version (a hash of its canonical content), ``None`` if it has none."""
+        return self.policy.version or None
+
+
+@dataclass(frozen=True, slots=True)
 class LadderRecord:
     """A ladder's row of ``ladders``: the policy version in force, the current history
     ``generation`` (0 until the first rebuild), and the replay order: ``apply_order`` is
