@@ -172,8 +172,9 @@ def _code_version() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         info["commit"] = None
     try:
-        from worker.service.celery_app import app
+        from worker.bootstrap import create_app
 
+        app = create_app(get_settings())
         info["broker_transport"] = str(app.conf.broker_transport or "kombu default for the URL")
     except Exception as exc:  # noqa: BLE001 - informative only
         info["broker_transport"] = f"unknown ({type(exc).__name__})"
@@ -334,7 +335,7 @@ def _events_of(matches: list[dict]) -> int:
 
 
 class _BenchProcesses(ServiceProcesses):
-    """Worker processes that know ``ratings.noop`` even before ``worker.service.celery_app`` imports
+    """Worker processes that know ``ratings.noop`` even before the worker's app imports
     ``worker.devtools.bench_tasks``: the same ``ratings worker`` command, with that module imported first."""
 
     def _start(self, name, args, port_setting):
@@ -359,9 +360,9 @@ class _BenchProcesses(ServiceProcesses):
 
 def _noop_wired() -> bool:
     """Does ``ratings worker`` import the no-op task by itself (``worker.devtools.bench_tasks`` in imports)?"""
-    from worker.service.celery_app import app
+    from worker.bootstrap import create_app
 
-    return "worker.devtools.bench_tasks" in tuple(app.conf.imports or ())
+    return "worker.devtools.bench_tasks" in tuple(create_app(get_settings()).conf.imports or ())
 
 
 def _rss(pid: int) -> tuple[int, int]:

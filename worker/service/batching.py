@@ -80,7 +80,7 @@ from celery.worker.request import create_request_cls
 from celery.worker.strategy import default as default_strategy
 from celery.worker.strategy import hybrid_to_proto2, proto1_to_proto2
 
-from worker.settings import Settings, get_settings
+from worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ _current: dict[str, "Batcher"] = {}
 def strategy(task, app, consumer, **kwargs):
     """Celery strategy of ``ratings.apply_match``: Celery's default one when ``batch_size`` is 1,
     else a :class:`Batcher`'s message handler."""
-    settings = get_settings()
+    settings: Settings = app.conf.ratings_settings  # set by worker.bootstrap.create_app
     if settings.batch_size == 1:
         return default_strategy(task, app, consumer, **kwargs)
     batcher = Batcher(task, app, consumer, settings)

@@ -32,9 +32,12 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 
+from worker.outcome import Outcome
+
 MESSAGES = Counter(
-    "ratings_messages_total", "Messages handled by outcome (applied, duplicate, redelivered, dead_letter)", ["outcome"]
+    "ratings_messages_total", "Messages handled by outcome (" + ", ".join(Outcome) + ")", ["outcome"]
 )
+"""Labelled by :class:`worker.outcome.Outcome` values (the one outcome type of store, service and metrics)."""
 DEAD_LETTERS = Counter("ratings_dead_letters_total", "Dead letters written, by reason code", ["reason"])
 OUT_OF_ORDER = Counter("ratings_out_of_order_total", "Matches applied after a later match of one of their players", ["ladder"])
 APPLY_SECONDS = Histogram(
