@@ -27,15 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.replay import replay  # noqa: E402
 from worker import store as repository  # noqa: E402
 from worker.devtools.bench import _LEDGER_SQL  # noqa: E402
-from worker.policy.ladders import load_ladders  # noqa: E402
+from worker.devtools.runtime import ServiceProcesses, wait_until_drained  # noqa: E402
 from worker.mapping import to_engine_match  # noqa: E402
-from worker.store.migrate import migrate  # noqa: E402
+from worker.ops.rebuild import rebuild_ladder  # noqa: E402
+from worker.ops.verify import verify_ladder  # noqa: E402
+from worker.policy.ladders import load_ladders  # noqa: E402
 from worker.policy.stored import ladder_contents  # noqa: E402
 from worker.producer import producer_app, publish_match  # noqa: E402
-from worker.ops.rebuild import rebuild_ladder  # noqa: E402
-from worker.devtools.runtime import ServiceProcesses, wait_until_drained  # noqa: E402
 from worker.settings import DEFAULT_LADDERS_FILE  # noqa: E402
-from worker.ops.verify import verify_ladder  # noqa: E402
+from worker.store.migrate import migrate  # noqa: E402
 
 
 def main() -> int:

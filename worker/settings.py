@@ -91,7 +91,8 @@ class Settings(BaseSettings):
     log_level: str = Field(default="INFO", description="Log level of the worker and the relay.")
     fault_injection: str | None = Field(
         default=None,
-        description="Test-only: SIGKILL this process at named points (see worker/faults.py). Never set it in production.",
+        description="Test-only: SIGKILL this process at named points (see worker/service/faults.py). "
+                    "Never set it in production.",
     )
     relay_idle_wait: float = Field(
         default=1.0, gt=0, description="Seconds the relay waits for NOTIFY before polling the outbox again."
@@ -111,7 +112,7 @@ class Settings(BaseSettings):
     )
 
     @model_validator(mode="after")
-    def _visibility_above_time_limit(self) -> "Settings":
+    def _visibility_above_time_limit(self) -> Settings:
         if self.visibility_timeout <= self.task_time_limit:
             raise ValueError(
                 f"RATINGS_VISIBILITY_TIMEOUT ({self.visibility_timeout} s) must exceed RATINGS_TASK_TIME_LIMIT "

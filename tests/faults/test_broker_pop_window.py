@@ -17,8 +17,8 @@ import redis
 from kombu import Connection, Exchange, Queue
 from kombu.transport import redis as kombu_redis
 
-from worker.service import transport
 from worker.devtools.embedded import EmbeddedServers
+from worker.service import transport
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -89,7 +89,7 @@ def test_message_moved_just_before_a_redis_stop_survives_and_is_delivered_once(o
 def test_in_flight_list_of_a_dead_consumer_is_pushed_back_after_the_visibility_timeout(own):
     """A consumer killed between the move and the claim leaves its in-flight list: the unacked
     restore of any live consumer pushes it back once its owner has been silent that long."""
-    queue = _publish(own.broker_url, {"n": 2})
+    _publish(own.broker_url, {"n": 2})
     r = redis.Redis.from_url(own.broker_url)
     dead = f"{transport.INFLIGHT}\x06\x16deadhost.1.x\x06\x16{QUEUE}"
     r.lmove(QUEUE, dead, "RIGHT", "LEFT")

@@ -11,8 +11,8 @@ import time
 import psycopg
 import pytest
 
-from worker.store import LADDER_LOCK_CLASS
 from worker.settings import DEFAULT_LADDERS_FILE
+from worker.store import LADDER_LOCK_CLASS
 
 pytestmark = pytest.mark.faults
 

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from .conftest import BATCH_SIZES
+
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 
@@ -17,6 +19,9 @@ def kill_every(batch_size: int) -> int:
     return 37 if batch_size == 1 else 2
 
 
+# A child killed mid-work reaches the acknowledgement path, which differs between Celery's own
+# strategy (task_reject_on_worker_lost) and the batching consumer (Batcher._failed): both are run.
+@pytest.mark.parametrize("batch_size", list(BATCH_SIZES.values()), ids=list(BATCH_SIZES))
 def test_a_worker_child_killed_inside_the_rating_transaction_loses_nothing(cluster_factory, batch_size):
     """SIGKILL inside the transaction (all rows written, no COMMIT), every 37th transaction (every
     2nd when batched): the transaction rolls back, the messages are redelivered and each is
@@ -32,6 +37,7 @@ def test_a_worker_child_killed_inside_the_rating_transaction_loses_nothing(clust
     assert figures["applied"] == 400 and figures["dead_letters"] == 0
 
 
+@pytest.mark.parametrize("batch_size", list(BATCH_SIZES.values()), ids=list(BATCH_SIZES))
 def test_a_worker_child_killed_after_commit_before_the_ack_applies_once(cluster_factory, batch_size):
     """SIGKILL after COMMIT but before the ack, every 37th transaction (every 2nd when batched): the
     redelivered messages find their own task ids in the ledger and are neither applied again nor

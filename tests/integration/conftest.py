@@ -19,9 +19,9 @@ import psycopg
 import pytest
 import redis
 
-from worker.store.migrate import migrate
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.settings import get_settings
+from worker.store.migrate import migrate
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,9 @@ import pytest
 from worker.devtools.generate import generate_sedma_matches
 from worker.policy.ladders import load_ladders
 from worker.service.rating_service import RatingService
-from worker.store.pool import open_pool
 from worker.settings import DEFAULT_LADDERS_FILE, Settings
+from worker.store.ladders import LadderPolicy
+from worker.store.pool import open_pool
 
 from .test_worker import match, ratings, run_cli
 
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.integration
 def service(clean):
     """A rating service of this test process on the session's database (no Celery)."""
     settings = Settings(database_url=clean.database_url, broker_url=clean.broker_url)
-    svc = RatingService(open_pool(settings), load_ladders(DEFAULT_LADDERS_FILE), settings)
+    ladders = {name: LadderPolicy(name, policy) for name, policy in load_ladders(DEFAULT_LADDERS_FILE).items()}
+    svc = RatingService(open_pool(settings), ladders, settings)
     yield svc
     svc.pool.close()
 
@@ -43,7 +45,7 @@ def test_a_batch_mixing_valid_duplicate_conflicting_and_invalid_messages_classif
     batch delivered again (same task ids) changes nothing and counts nothing."""
     before = match("old-1", "ann", "bob")
     first = [None]
-    service.handle_batch([call(before, "t-old")], first)
+    service.rate([call(before, "t-old")], first)
     assert first[0].outcome == "applied"
     calls = [
         call(match("b-1", "ann", "bob"), "t-1"),
@@ -60,7 +62,7 @@ def test_a_batch_mixing_valid_duplicate_conflicting_and_invalid_messages_classif
         call(match("b-1", "ann", "bob"), "t-1"),                        # t-1 delivered twice in the batch
     ]
     handled = [None] * len(calls)
-    service.handle_batch(calls, handled)
+    service.rate(calls, handled)
     assert [(h.outcome, h.reason_code) for h in handled] == [
         ("applied", None), ("dead_letter", "not_json"), ("duplicate", None),
         ("dead_letter", "conflicting_duplicate"), ("dead_letter", "conflicting_duplicate"), ("duplicate", None),
@@ -75,7 +77,7 @@ def test_a_batch_mixing_valid_duplicate_conflicting_and_invalid_messages_classif
     assert json.loads(conflict_raw)["side_b"]["players"][0]["player_id"] == "cat"
     # the batch delivered again, as after a worker killed after COMMIT: nothing new
     again = [None] * len(calls)
-    service.handle_batch(calls, again)
+    service.rate(calls, again)
     assert {h.outcome for h in again} == {"redelivered"}
     with clean.connect() as conn:
         assert conn.execute("SELECT (SELECT count(*) FROM ledger), (SELECT count(*) FROM duplicate_deliveries), "
@@ -100,7 +102,7 @@ def test_many_matches_of_a_few_players_in_one_batch_apply_in_queue_order(service
                               ladder=ladder, stats={"won_by_16": n % 4} if ladder == "sedma" else None,
                               finished_at=f"2026-05-01T12:{n:02d}:00Z"))
     handled = [None] * len(messages)
-    service.handle_batch([call(m, f"same-t{n}") for n, m in enumerate(messages)], handled)
+    service.rate([call(m, f"same-t{n}") for n, m in enumerate(messages)], handled)
     assert {h.outcome for h in handled} == {"applied"}
     with clean.connect() as conn:
         order = [r[0] for r in conn.execute("SELECT match_id FROM ledger ORDER BY seq")]
@@ -127,7 +129,9 @@ def test_many_matches_of_a_few_players_in_one_batch_apply_in_queue_order(service
         conn.execute("TRUNCATE ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters "
                      "RESTART IDENTITY CASCADE")
     for n, m in enumerate(messages):
-        assert service.handle(m, f"one-t{n}").outcome == "applied"
+        one = [None]
+        service.rate([call(m, f"one-t{n}")], one)
+        assert one[0].outcome == "applied"
     assert ratings(clean) == final
     for ladder in ("elo", "sedma"):
         assert run_cli(clean, "verify", "--ladder", ladder).returncode == 0
@@ -138,19 +142,19 @@ def test_a_batch_that_fails_for_a_permanent_reason_is_applied_one_by_one_and_onl
     """A permanent error in the batch transaction (here: the engine raising for one match) rolls the
     batch back; its messages are then applied one by one, and only the culprit becomes an
     internal_error dead letter."""
-    from worker.store import rating as repository
+    from engine import replay as engine_replay
 
-    real_rate = repository.rate
+    real_rate = engine_replay.rate
 
     def rate(m, players, policy):
         if m.match_id == "perm-2":
             raise ValueError("engine refuses this match")
         return real_rate(m, players, policy)
 
-    monkeypatch.setattr(repository, "rate", rate)
+    monkeypatch.setattr(engine_replay, "rate", rate)
     messages = [match(f"perm-{n}", f"q{n}", f"r{n}") for n in range(4)]
     handled = [None] * 4
-    service.handle_batch([call(m, f"perm-t{n}") for n, m in enumerate(messages)], handled)
+    service.rate([call(m, f"perm-t{n}") for n, m in enumerate(messages)], handled)
     assert [(h.outcome, h.reason_code) for h in handled] == [
         ("applied", None), ("applied", None), ("dead_letter", "internal_error"), ("applied", None)]
     with clean.connect() as conn:

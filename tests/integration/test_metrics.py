@@ -144,8 +144,8 @@ def test_each_handled_message_logs_one_json_line_with_match_task_ladder_and_dura
     task_id, outcome and duration_ms."""
     import os
 
-    from worker.producer import producer_app, publish_match
     from worker.devtools.runtime import ServiceProcesses, wait_until_drained
+    from worker.producer import producer_app, publish_match
 
     queue = env.queue + "-logs"
     procs = ServiceProcesses(dict(os.environ, RATINGS_QUEUE=queue, RATINGS_LOG_JSON="true"), tmp_path)

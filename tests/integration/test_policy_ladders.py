@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.policy.ladders import load_ladder_policies
 from worker.devtools.runtime import ServiceProcesses
+from worker.policy.ladders import load_ladder_policies
 
 pytestmark = pytest.mark.integration
 

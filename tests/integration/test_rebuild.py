@@ -21,8 +21,8 @@ import pytest
 from schemas import RatingChanged
 from tests.integration.test_worker import match
 from worker.devtools.generate import generate_sedma_matches
-from worker.store import LADDER_LOCK_CLASS, REBUILD_LOCK_CLASS
 from worker.settings import DEFAULT_LADDERS_FILE
+from worker.store import REBUILD_LOCK_CLASS
 
 pytestmark = pytest.mark.integration
 
@@ -349,8 +349,8 @@ def test_a_rebuild_under_load_loses_nothing(clean, publisher, tmp_path):
 def test_a_worker_whose_file_differs_rates_under_the_policy_in_force_until_a_rebuild(clean, publisher, tmp_path):
     """A worker started with K = 10 in its ladders file, on a ladder whose recorded policy says
     K = 30, rates under K = 30: a file change alone changes nothing until `ratings rebuild`."""
-    from worker.producer import producer_app, publish_match
     from worker.devtools.runtime import ServiceProcesses
+    from worker.producer import producer_app, publish_match
 
     publisher(match("pin-1", "a", "b"))  # the session's workers record K = 30 for elo
     clean.wait_drained(1)

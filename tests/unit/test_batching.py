@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from celery import bootsteps
 
+from worker.bootstrap import RATING_TASK, create_app
 from worker.service import batching
 from worker.settings import Settings
 
@@ -71,13 +72,11 @@ class FakeConsumer:
 
 @pytest.fixture
 def make_batcher():
-    from worker.service.celery_app import app
-    from worker.service.tasks import apply_match
-
     def make(batch_size=3, flush_interval=0.002, children=1):
         consumer = FakeConsumer(children)
         settings = Settings(batch_size=batch_size, batch_flush_interval=flush_interval)
-        return batching.Batcher(apply_match, app, consumer, settings), consumer
+        app = create_app(settings)
+        return batching.Batcher(app.tasks[RATING_TASK], app, consumer, settings), consumer
 
     return make
 
@@ -210,13 +209,10 @@ def test_an_acknowledgement_that_fails_is_logged_and_the_rest_still_settle(make_
 
 def test_a_consumer_restart_retires_the_previous_batcher(monkeypatch):
     """The strategy is built again when the consumer restarts; the old batcher is retired then."""
-    from worker.service.celery_app import app
-    from worker.service.tasks import apply_match
-
     monkeypatch.setattr(batching, "_current", {})
-    monkeypatch.setattr(batching, "get_settings", lambda: Settings(batch_size=10))
-    first = batching.strategy(apply_match, app, FakeConsumer(1)).__self__
-    second = batching.strategy(apply_match, app, FakeConsumer(1)).__self__
+    app = create_app(Settings(batch_size=10))
+    first = batching.strategy(app.tasks[RATING_TASK], app, FakeConsumer(1)).__self__
+    second = batching.strategy(app.tasks[RATING_TASK], app, FakeConsumer(1)).__self__
     assert first.retired and not second.retired
 
 
@@ -224,13 +220,10 @@ def test_batch_size_one_uses_celerys_default_strategy(monkeypatch):
     """RATINGS_BATCH_SIZE=1 keeps one task per message: Celery's own strategy, no batcher."""
     from celery.worker import strategy as celery_strategy
 
-    from worker.service.celery_app import app
-    from worker.service.tasks import apply_match
-
     seen = []
-    monkeypatch.setattr(batching, "get_settings", lambda: Settings(batch_size=1))
+    app = create_app(Settings(batch_size=1))
     monkeypatch.setattr(batching, "default_strategy", lambda *a, **k: seen.append(a) or "default")
-    assert batching.strategy(apply_match, app, FakeConsumer(1)) == "default"
+    assert batching.strategy(app.tasks[RATING_TASK], app, FakeConsumer(1)) == "default"
     assert seen and celery_strategy.default is not None
 
 

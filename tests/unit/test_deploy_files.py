@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import threading
-import tomllib
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from engine import (
     SEDMA_K,
-    BandedK,
     ConstantK,
     Match,
     Outcome,

@@ -15,12 +15,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine.fast_replay as fast_replay
-from engine import SEDMA_K, BandedK, ConstantK, Match, Outcome, Participant, Performance, RatingPolicy, Rounding, SedmaAdjustment
+from engine import (
+    SEDMA_K,
+    BandedK,
+    ConstantK,
+    Match,
+    Outcome,
+    Participant,
+    Performance,
+    RatingPolicy,
+    Rounding,
+    SedmaAdjustment,
+)
 from engine.fast_replay import Replayer
 from engine.replay import replay
 from worker.devtools.generate import generate_sedma_matches
-from worker.policy.ladders import load_ladders
 from worker.mapping import to_engine_match
+from worker.policy.ladders import load_ladders
 from worker.settings import DEFAULT_LADDERS_FILE
 
 POLICIES = load_ladders(DEFAULT_LADDERS_FILE)

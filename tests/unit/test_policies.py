@@ -22,15 +22,15 @@ from engine import (
     RatingPolicy,
     Rounding,
     UnratableMatch,
+    fast_replay,
     rate,
 )
-from engine import fast_replay
 from engine.k_factor import FideK, ProvisionalK
 from engine.policy import MarginOfVictory, SeasonRegression, TeamRating
 from engine.replay import replay
-from worker.policy.ladders import LadderConfigError, load_ladder_policies
-from worker.policy.config import PolicyConfigError, diff, load_policy
 from worker.ops.published import check_published
+from worker.policy.config import PolicyConfigError, diff, load_policy
+from worker.policy.ladders import LadderConfigError, load_ladder_policies
 
 ROOT = Path(__file__).resolve().parents[2]
 NFL_GAMES = ROOT.parent / "shared" / "data" / "nfl-elo" / "nfl_games.csv"

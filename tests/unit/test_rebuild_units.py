@@ -9,11 +9,11 @@ import pytest
 
 from engine.replay import Standing, replay
 from worker import store as repository
-from worker.policy.ladders import load_ladders
-from worker.policy.config import PolicyConfig
 from worker.mapping import to_engine_match
-from worker.policy.stored import PolicyUnavailable, ladder_contents, policy_from_content
 from worker.ops.rebuild import ORDERS, _Fold, history_row
+from worker.policy.config import PolicyConfig
+from worker.policy.ladders import load_ladders
+from worker.policy.stored import PolicyUnavailable, ladder_contents, policy_from_content
 from worker.settings import DEFAULT_LADDERS_FILE
 
 NOW = datetime(2026, 5, 1, 12, tzinfo=UTC)

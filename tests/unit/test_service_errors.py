@@ -1,5 +1,6 @@
-"""How RatingService routes the exceptions of the rating transaction (no server: the repository
-calls are replaced by functions that raise, so only the routing is under test)."""
+"""How RatingService routes the exceptions of the rating transaction (no server: the store's
+transaction is replaced by a function that raises for a match and records dead letters, so only the
+routing is under test)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
 from worker import store as repository
-from worker.service import rating_service as service
+from worker.outcome import Handled, Outcome
 from worker.policy.ladders import load_ladders
+from worker.service import rating_service as service
 from worker.settings import DEFAULT_LADDERS_FILE, Settings
+from worker.store.ladders import LadderPolicy
 
 MESSAGE = {
     "schema_version": 1, "match_id": "m-1", "ladder": "elo", "finished_at": "2026-01-01T00:00:00Z",
@@ -31,25 +34,30 @@ class NoPool:
 
 @pytest.fixture
 def rating_service(monkeypatch):
-    dead = []
-    monkeypatch.setattr(repository, "insert_dead_letter", lambda conn, reason, *a, **k: dead.append(reason) or 1)
-    svc = service.RatingService(NoPool(), load_ladders(DEFAULT_LADDERS_FILE), Settings(max_retries=1))
-    svc.dead = dead
+    ladders = {name: LadderPolicy(name, policy) for name, policy in load_ladders(DEFAULT_LADDERS_FILE).items()}
+    svc = service.RatingService(NoPool(), ladders, Settings(max_retries=1), interrupts=(SoftTimeLimitExceeded,))
+    svc.dead = []
     return svc
 
 
-def raising(exc):
-    def apply_match(*args, **kwargs):
-        raise exc
+def raising(exc, dead):
+    """A stand-in for ``apply_batch``: raises ``exc`` for a batch holding a match; records the
+    reason codes of a batch of dead letters (as the real one does in its transaction)."""
+    def apply_batch(conn, entries, before_commit=None):
+        if any(isinstance(e, repository.BatchMatch) for e in entries):
+            raise exc
+        dead.extend(e.reason_code for e in entries)
+        return [Handled(Outcome.DEAD_LETTER, e.reason_code, e.match_id) for e in entries], None
 
-    return apply_match
+    return apply_batch
 
 
 def test_a_permanent_error_becomes_an_internal_error_dead_letter(rating_service, monkeypatch):
     """A bug-like exception (RuntimeError) is never retried: the message is kept as internal_error."""
-    monkeypatch.setattr(repository, "apply_match", raising(RuntimeError("boom")))
-    handled = rating_service.handle(MESSAGE, "t-1")
-    assert (handled.outcome, handled.reason_code) == ("dead_letter", "internal_error")
+    monkeypatch.setattr(repository, "apply_batch", raising(RuntimeError("boom"), rating_service.dead))
+    handled = [None]
+    rating_service.rate([("t-1", [MESSAGE], {})], handled)
+    assert (handled[0].outcome, handled[0].reason_code) == (Outcome.DEAD_LETTER, "internal_error")
     assert rating_service.dead == ["internal_error"]
 
 
@@ -58,7 +66,18 @@ def test_a_permanent_error_becomes_an_internal_error_dead_letter(rating_service,
 def test_transient_errors_time_limits_and_shutdown_propagate_so_the_message_is_kept(rating_service, monkeypatch, exc):
     """Transient database errors, the soft time limit and a shutdown propagate (the task requeues, or
     the dying child's message is redelivered); they are never turned into a dead letter or a TypeError."""
-    monkeypatch.setattr(repository, "apply_match", raising(exc))
+    monkeypatch.setattr(repository, "apply_batch", raising(exc, rating_service.dead))
     with pytest.raises(type(exc)):
-        rating_service.handle(MESSAGE, "t-2")
+        rating_service.rate([("t-2", [MESSAGE], {})])
     assert rating_service.dead == []
+
+
+def test_an_unratable_match_becomes_a_dead_letter_with_the_engines_reason_code(rating_service, monkeypatch):
+    """A valid message the ladder's policy cannot rate keeps the engine's reason code, not internal_error."""
+    from engine import UnratableMatch
+
+    monkeypatch.setattr(repository, "apply_batch",
+                        raising(UnratableMatch("uneven_sides", "this policy rates sides of equal size only"), rating_service.dead))
+    handled = [None]
+    rating_service.rate([("t-3", [MESSAGE], {})], handled)
+    assert (handled[0].outcome, handled[0].reason_code) == (Outcome.DEAD_LETTER, "uneven_sides")

@@ -48,10 +48,10 @@ def worker(
     configured_policies()  # a broken ladders file stops the worker here, before it takes any message
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before prometheus_client is imported
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ratings-metrics-")
-    from worker.service.celery_app import app as celery_app
+    from worker.bootstrap import create_app
 
     settings = get_settings()
-    celery_app.worker_main(
+    create_app(settings).worker_main(
         ["worker", "-Q", settings.queue, "-c", str(concurrency), "-n", name, "-l", loglevel,
          "-P", pool, "--without-gossip", "--without-mingle"]
     )

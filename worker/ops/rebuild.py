@@ -34,18 +34,18 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 
-from engine import Match, RatingChange, RatingPolicy
+from engine import FreeForAll, Match, RatingChange, RatingPolicy
 from engine.replay import Standing, replay_changes
 from worker import store as repository
-from worker.service.faults import FaultInjector
 from worker.mapping import to_engine_match
+from worker.service.faults import FaultInjector
 
 ORDERS = ("applied", "finished-at")
 """Replay orders: ``applied`` (the ledger's ``seq``, the order workers committed) and
@@ -74,7 +74,8 @@ class RebuildReport:
     """What one rebuild did. Counts are numbers of rows; durations are seconds.
 
     ``matches_replayed`` includes ``catch_up_matches`` (committed after the snapshot, replayed on
-    top of it), of which ``caught_up_in_lock`` inside the switch-over; ``players_updated`` are ``players`` rows written at
+    top of it), of which ``caught_up_in_lock`` inside the switch-over; ``players_updated`` are ``players``
+    rows written at
     the switch-over (any stored value differed), ``players_changed`` those whose rating changed,
     each announced by one ``rebuild`` event (``events_emitted``). ``lock_held_seconds`` is how long
     the ladder's exclusive lock was held at the switch-over, ``barrier_seconds`` at the snapshot.
@@ -116,11 +117,12 @@ class _Fold:
     last: dict[str, tuple[str, RatingChange]]
     matches: int = 0
 
-    def run(self, rows: Iterator[tuple[int, dict[str, Any]]]) -> Iterator[tuple[int, Match, tuple[RatingChange, ...]]]:
+    def run(self, rows: Iterable[tuple[int, dict[str, Any]]]
+            ) -> Iterator[tuple[int, Match | FreeForAll, tuple[RatingChange, ...]]]:
         """Replay ``(seq, payload)`` rows in the order given; yield ``(seq, match, changes)``."""
         seqs: deque[int] = deque()
 
-        def matches() -> Iterator[Match]:
+        def matches() -> Iterator[Match | FreeForAll]:
             for seq, payload in rows:
                 seqs.append(seq)
                 yield to_engine_match(payload)
@@ -217,6 +219,7 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                 # 2. Replay the snapshot outside the lock, into uncommitted rows of a new generation.
                 replay_started = time.perf_counter()
                 progress("replay", 0, total)
+                rows: Iterable[tuple[int, dict[str, Any]]]
                 rows = repository.iter_ledger_rows(snap, ladder, order, snapshot_seq, "AND seq <= %(snapshot)s",
                                                    {"snapshot": snapshot_seq})
                 with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:

@@ -40,7 +40,8 @@ def load_ladder_policies(path: Path) -> dict[str, LoadedPolicy]:
     loaded: dict[str, LoadedPolicy] = {}
     for name, table in raw["ladders"].items():
         if not _LADDER_NAME.match(name) or len(name) > 64:
-            raise LadderConfigError(f"{path}: ladders.{name}: a ladder name matches ^[a-z0-9][a-z0-9_.-]*$ (64 characters at most)")
+            raise LadderConfigError(
+                f"{path}: ladders.{name}: a ladder name matches ^[a-z0-9][a-z0-9_.-]*$ (64 characters at most)")
         if not isinstance(table, dict):
             raise LadderConfigError(f"{path}: ladders.{name}: must be a table")
         if "policy" in table:

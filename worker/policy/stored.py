@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 
 from engine import RatingPolicy
-from worker.policy.ladders import LadderConfigError, load_ladder_policies  # noqa: F401 (re-exported error)
 from worker.policy.config import PolicyConfig
+from worker.policy.ladders import LadderConfigError, load_ladder_policies  # noqa: F401 (re-exported error)
 
 
 class PolicyUnavailable(psycopg.OperationalError):

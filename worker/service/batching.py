@@ -34,7 +34,7 @@ is applied.
 
 Why acknowledgements stay safe
 ------------------------------
-The child applies the batch (:meth:`worker.service.rating_service.RatingService.handle_batch`: one transaction,
+The child applies the batch (:meth:`worker.service.rating_service.RatingService.rate`: one transaction,
 every message's outcome (applied, duplicate, dead letter, redelivery) committed together) and
 returns one verdict per message: ``ack`` once its outcome is committed, ``requeue`` otherwise.
 Back in the main process, :meth:`Batcher._done` acknowledges or rejects (requeue) each message by
@@ -80,22 +80,21 @@ from celery.worker.request import create_request_cls
 from celery.worker.strategy import default as default_strategy
 from celery.worker.strategy import hybrid_to_proto2, proto1_to_proto2
 
-from worker.service import observability
-from worker.settings import Settings, get_settings
+from worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
 ACK = "ack"
 REQUEUE = "requeue"
 
-_current: dict[str, "Batcher"] = {}
+_current: dict[str, Batcher] = {}
 """The live :class:`Batcher` of each task name in this process (a consumer restart replaces it)."""
 
 
 def strategy(task, app, consumer, **kwargs):
     """Celery strategy of ``ratings.apply_match``: Celery's default one when ``batch_size`` is 1,
     else a :class:`Batcher`'s message handler."""
-    settings = get_settings()
+    settings: Settings = app.conf.ratings_settings  # set by worker.bootstrap.create_app
     if settings.batch_size == 1:
         return default_strategy(task, app, consumer, **kwargs)
     batcher = Batcher(task, app, consumer, settings)
@@ -278,14 +277,18 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
     ``"requeue"``; records metrics and one log line per handled message. Never raises for a
     database error or the soft time limit: those calls are requeued.
     """
-    from worker.service.tasks import get_service, record_handled  # the child's service, opened after fork
+    from worker.service.tasks import (  # the child's service, opened after fork
+        get_service,
+        record_handled,
+        record_transaction,
+    )
 
     handled: list = [None] * len(calls)
     started = time.perf_counter()
     lock_wait = None
     try:
         service = get_service()
-        lock_wait = service.handle_batch(calls, handled)
+        lock_wait = service.rate(calls, handled)
     except SoftTimeLimitExceeded:
         log.error("batch of %d hit its soft time limit; requeueing what did not commit", len(calls))
     except Exception as exc:  # transient errors past the retries, the service unavailable: keep the messages
@@ -295,8 +298,6 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
     for (task_id, _, _), h in zip(calls, handled):
         if h is not None:
             record_handled(h, per_message, task_id=task_id, batch_size=len(calls))
-    applied = sum(1 for h in handled if h is not None and h.outcome == "applied")
-    if applied and lock_wait is not None:  # None: nothing applied in one transaction (or one by one)
-        observability.BATCH_SIZE.observe(applied)
-        observability.LOCK_WAIT_SECONDS.observe(lock_wait)
+    # lock_wait None: nothing applied in one transaction (or the messages were applied one by one)
+    record_transaction(sum(1 for h in handled if h is not None and h.outcome == "applied"), lock_wait)
     return [ACK if h is not None else REQUEUE for h in handled]

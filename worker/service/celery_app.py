@@ -1,4 +1,6 @@
-"""The Celery application of the rating worker, configured from :class:`worker.settings.Settings`.
+"""The Celery configuration of the rating worker, from :class:`worker.settings.Settings`.
+
+The app itself is built by :func:`worker.bootstrap.create_app`.
 
 Choices (DESIGN.md, "Celery settings"), each with its reason:
 
@@ -13,9 +15,11 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
 * ``visibility_timeout`` (Redis transport) above ``task_time_limit``: a message is only
   redelivered once its first run cannot still be going;
 * no result backend: results live in PostgreSQL; no ETA or countdown on the rating path;
-* a consumer (:mod:`worker.service.gate`) that dead-letters the messages Celery would log and drop;
+* (wired by :mod:`worker.bootstrap`) a consumer (:mod:`worker.service.gate`) that dead-letters the
+  messages Celery would log and drop;
 * the broker connection is retried for ever: a Redis restart must not leave an idle worker;
-* a ``redis://``/``rediss://`` broker goes through :mod:`worker.service.transport` (``broker_transport``;
+* (wired by :mod:`worker.bootstrap`, :func:`use_safe_redis_transport`) a ``redis://``/``rediss://``
+  broker goes through :mod:`worker.service.transport` (``broker_transport``;
   the URL stays a plain Redis URL): kombu's transport pops a message (``BRPOP``) and records it as
   unacknowledged in a second command, so a Redis stop between the two lost the message; this one
   moves it atomically into an in-flight list first, from which it is always recovered.
@@ -28,7 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
 
-from worker.settings import Settings, get_settings
+from worker.settings import Settings
 
 
 def configure(app: Celery, settings: Settings) -> Celery:
@@ -56,11 +60,15 @@ def configure(app: Celery, settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
         enable_utc=True,
-        imports=["worker.service.tasks"],
-        worker_consumer="worker.service.gate:RatingsConsumer",
         broker_connection_retry=True,
         broker_connection_max_retries=None,
     )
+    return app
+
+
+def use_safe_redis_transport(app: Celery, settings: Settings) -> None:
+    """Route a ``redis://``/``rediss://`` broker through :mod:`worker.service.transport` (the URL stays
+    a plain Redis URL); other brokers keep kombu's transport."""
     url = urlsplit(settings.broker_url or "")
     if url.scheme in ("redis", "rediss"):
         # An explicit transport replaces the one the URL scheme names, and with it kombu's
@@ -68,7 +76,3 @@ def configure(app: Celery, settings: Settings) -> Celery:
         app.conf.broker_transport = "worker.service.transport:Transport"
         if url.scheme == "rediss" and not any(k.startswith("ssl_") for k in parse_qs(url.query)):
             app.conf.broker_use_ssl = {"ssl_cert_reqs": CERT_NONE}
-    return app
-
-
-app = configure(Celery("ratings"), get_settings())

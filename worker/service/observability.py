@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import structlog
 from prometheus_client import (
@@ -32,11 +33,15 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 
+from worker.outcome import Outcome
+
 MESSAGES = Counter(
-    "ratings_messages_total", "Messages handled by outcome (applied, duplicate, redelivered, dead_letter)", ["outcome"]
+    "ratings_messages_total", "Messages handled by outcome (" + ", ".join(Outcome) + ")", ["outcome"]
 )
+"""Labelled by :class:`worker.outcome.Outcome` values (the one outcome type of store, service and metrics)."""
 DEAD_LETTERS = Counter("ratings_dead_letters_total", "Dead letters written, by reason code", ["reason"])
-OUT_OF_ORDER = Counter("ratings_out_of_order_total", "Matches applied after a later match of one of their players", ["ladder"])
+OUT_OF_ORDER = Counter("ratings_out_of_order_total", "Matches applied after a later match of one of their players",
+                       ["ladder"])
 APPLY_SECONDS = Histogram(
     "ratings_apply_seconds", "Time to handle one message in the worker (validate, rate, commit), seconds",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
@@ -60,7 +65,7 @@ def configure_logging(level: str | int = "INFO", json_lines: bool | None = None)
     """
     if json_lines is None:
         json_lines = not sys.stderr.isatty()
-    shared = [
+    shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
@@ -100,27 +105,25 @@ class DatabaseCollector:
         self.initial_ratings = initial_ratings
 
     def collect(self):
-        import psycopg
+        from worker.store.connection import DatabaseError, connect
+        from worker.store.outbox_lag import outbox_lag
+        from worker.store.read_models import rating_sums
 
         lag = GaugeMetricFamily("ratings_outbox_lag_seconds", "Age of the oldest unpublished outbox row, seconds")
         unpublished = GaugeMetricFamily("ratings_outbox_unpublished", "Outbox rows not yet on the stream")
-        drift = GaugeMetricFamily("ratings_rating_pool_drift", "Sum of ratings minus initial rating x players", labels=["ladder"])
+        drift = GaugeMetricFamily("ratings_rating_pool_drift", "Sum of ratings minus initial rating x players",
+                                  labels=["ladder"])
         stream_len = GaugeMetricFamily("ratings_stream_length", "Entries in the rating-changed stream")
         try:
-            with psycopg.connect(self.database_url, autocommit=True, connect_timeout=3) as conn:
-                age, count = conn.execute(
-                    "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0), count(*) "
-                    "FROM outbox WHERE published_at IS NULL"
-                ).fetchone()
-                lag.add_metric([], float(age))
-                unpublished.add_metric([], float(count))
-                for ladder, total, players in conn.execute(
-                    "SELECT ladder, sum(rating), count(*) FROM players GROUP BY ladder"
-                ):
+            with connect(self.database_url, autocommit=True, connect_timeout=3) as conn:
+                backlog = outbox_lag(conn)
+                lag.add_metric([], backlog.oldest_seconds)
+                unpublished.add_metric([], float(backlog.unpublished))
+                for ladder, total, players in rating_sums(conn):
                     initial = self.initial_ratings.get(ladder)
                     if initial is not None:
                         drift.add_metric([ladder], float(total) - initial * players)
-        except psycopg.Error:
+        except DatabaseError:
             pass  # an unreachable database shows as missing gauges; /readyz says why
         try:
             stream_len.add_metric([], float(self.redis.xlen(self.stream)))
@@ -182,15 +185,9 @@ def serve(port: int, reg: CollectorRegistry, liveness: Check, readiness: Check) 
 
 def database_and_broker_reachable(database_url: str, redis_client) -> tuple[bool, dict]:
     """Readiness common to worker and relay: ``SELECT 1`` and ``PING`` answer within 3 s."""
-    import psycopg
+    from worker.store.connection import database_reachable
 
-    details = {}
-    try:
-        with psycopg.connect(database_url, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-        details["database"] = "ok"
-    except psycopg.Error as exc:
-        details["database"] = type(exc).__name__
+    details = {"database": database_reachable(database_url)}
     try:
         redis_client.ping()
         details["broker"] = "ok"

@@ -7,7 +7,8 @@ Several relays may run, but only one publishes at a time: each holds out for a P
 advisory lock, and the others wait as hot standbys and take over within ``relay_idle_wait`` seconds
 when the active relay's connection ends. Two relays publishing at once would interleave batches and
 put one player's events on the stream out of ``sequence`` order (DESIGN.md allows parallel relays;
-we chose per-player order on the stream instead, since consumers detect gaps by ``sequence``). A crash between the ``XADD`` and the commit republishes the batch: delivery
+we chose per-player order on the stream instead, since consumers detect gaps by ``sequence``).
+A crash between the ``XADD`` and the commit republishes the batch: delivery
 is at least once, and consumers drop duplicates by ``event_id``. The relay sleeps on
 ``LISTEN ratings_outbox`` (the rating transaction NOTIFYs) and polls every ``relay_idle_wait``
 seconds in case a notification was missed.
@@ -18,21 +19,23 @@ from __future__ import annotations
 import logging
 import threading
 
-import psycopg
 import redis
 import stamina
 
-from worker.service import observability
 from worker import store as repository
+from worker.service import observability
 from worker.service.faults import FaultInjector
 from worker.settings import Settings
+from worker.store.connection import Connection, DatabaseUnreachable, connect
+from worker.store.events import listen_outbox, try_relay_leadership
+from worker.store.outbox_lag import outbox_lag
 
 log = logging.getLogger(__name__)
 
-RELAY_LOCK_KEY = 0x5241_5449_4E47  # advisory lock key held by the active relay ("RATING")
 
 
-def relay_once(conn: psycopg.Connection, client: redis.Redis, settings: Settings, faults: FaultInjector | None = None) -> int:
+def relay_once(conn: Connection, client: redis.Redis, settings: Settings,
+               faults: FaultInjector | None = None) -> int:
     """Publish one batch of unpublished events; return how many were published (maybe 0)."""
     with conn.transaction():
         rows = repository.claim_unpublished(conn, settings.relay_batch_size)
@@ -69,10 +72,8 @@ def serve_relay_http(settings: Settings, policies: dict) -> observability.Heartb
     def ready() -> tuple[bool, dict]:
         ok, details = observability.database_and_broker_reachable(settings.database_url, client)
         if ok:
-            with psycopg.connect(settings.database_url, autocommit=True, connect_timeout=3) as conn:
-                lag = conn.execute(
-                    "SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox WHERE published_at IS NULL"
-                ).fetchone()[0]
+            with connect(settings.database_url, autocommit=True, connect_timeout=3) as conn:
+                lag = outbox_lag(conn).oldest_seconds
             details["outbox_lag_seconds"] = round(float(lag), 1)
             ok = float(lag) <= settings.relay_max_lag
         return ok, details
@@ -95,7 +96,7 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
     while not stop.is_set():
         try:
             for attempt in stamina.retry_context(
-                on=(psycopg.OperationalError, redis.ConnectionError, redis.TimeoutError),
+                on=(DatabaseUnreachable, redis.ConnectionError, redis.TimeoutError),
                 attempts=None,
                 timeout=None,
                 wait_max=5.0,
@@ -110,15 +111,14 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
 
 def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
                 heartbeat: observability.Heartbeat) -> None:
-    with psycopg.connect(settings.database_url, autocommit=True) as conn, psycopg.connect(
-        settings.database_url, autocommit=True
-    ) as listen_conn:
-        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (RELAY_LOCK_KEY,)).fetchone()[0]:
+    with connect(settings.database_url, autocommit=True) as conn, \
+            connect(settings.database_url, autocommit=True) as listen_conn:
+        while not try_relay_leadership(conn):
             heartbeat.beat()
             if stop.wait(settings.relay_idle_wait):  # standby: another relay is active
                 return
         log.info("this relay is the active one")
-        listen_conn.execute(f"LISTEN {repository.OUTBOX_CHANNEL}")
+        listen_outbox(listen_conn)
         faults = FaultInjector(settings.fault_injection)
         while not stop.is_set():
             heartbeat.beat()

@@ -1,43 +1,66 @@
-"""Celery tasks of the rating worker. Pools open per worker child after fork, never at import."""
+"""The rating task's body and the worker's signal hooks; registered on the app by :mod:`worker.bootstrap`.
+
+Pools open per worker child after fork, never at import.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-
-from celery.exceptions import Reject, SoftTimeLimitExceeded
 import time
+from collections.abc import Callable
 
 import structlog
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 from celery.signals import setup_logging, worker_process_init, worker_process_shutdown, worker_ready
 
+from worker.outcome import Handled, Outcome
 from worker.service import observability
-
-from worker.service.celery_app import app
-from worker.policy.ladders import load_ladders
-from worker.policy.stored import ladder_contents
 from worker.service.rating_service import TRANSIENT_ERRORS, RatingService
-from worker.store.pool import open_pool
-from worker.settings import get_settings
+from worker.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
+_factory: Callable[[], RatingService] | None = None
+_settings: Settings | None = None
 _service: RatingService | None = None
 _service_pid: int | None = None
 
 
+def use_service(factory: Callable[[], RatingService], settings: Settings) -> None:
+    """Set how this process builds its :class:`RatingService` (called by the composition root);
+    ``settings`` are the ones the signal hooks use."""
+    global _factory, _settings, _service
+    _factory, _settings, _service = factory, settings, None
+
+
+def _current_settings() -> Settings:
+    return _settings if _settings is not None else get_settings()
+
+
 def get_service() -> RatingService:
-    """This process's :class:`RatingService`, created on first use (and again after a fork)."""
+    """This process's :class:`RatingService`, created on first use (and again after a fork).
+
+    Raises ``RuntimeError`` when no composition root set a factory (:func:`use_service`), and what
+    building the service raises (e.g. the database unreachable while the pool opens).
+    """
     global _service, _service_pid
     if _service is None or _service_pid != os.getpid():
-        settings = get_settings()
-        _service = RatingService(open_pool(settings), load_ladders(settings.ladders_file), settings,
-                                 ladder_contents(settings.ladders_file))
+        if _factory is None:
+            raise RuntimeError("no rating service configured: build the app with worker.bootstrap.create_app")
+        _service = _factory()
         _service_pid = os.getpid()
     return _service
 
 
-@worker_process_init.connect
+def connect_signals() -> None:
+    """Connect the worker's signal hooks (Celery signals are process-wide; connecting twice is a no-op)."""
+    worker_process_init.connect(_open_pool_in_child)
+    worker_process_shutdown.connect(_close_pool)
+    setup_logging.connect(_structured_logging)
+    worker_ready.connect(_serve_health_and_metrics)
+
+
 def _open_pool_in_child(**_: object) -> None:
     global _service
     _service = None  # never reuse a pool inherited through fork
@@ -47,7 +70,6 @@ def _open_pool_in_child(**_: object) -> None:
         log.exception("cannot set up the rating service in this worker child")
 
 
-@worker_process_shutdown.connect
 def _close_pool(**_: object) -> None:
     if _service is not None and _service_pid == os.getpid():
         _service.pool.close()
@@ -57,21 +79,19 @@ def _close_pool(**_: object) -> None:
         multiprocess.mark_process_dead(os.getpid())
 
 
-@setup_logging.connect
 def _structured_logging(loglevel=None, **_: object) -> None:
     """Celery leaves logging to us: structlog, JSON lines unless on a terminal."""
-    settings = get_settings()
+    settings = _current_settings()
     observability.configure_logging(loglevel or settings.log_level, settings.log_json)
 
 
-@worker_ready.connect
 def _serve_health_and_metrics(sender=None, **_: object) -> None:
     """In the worker's main process: /metrics, /healthz and /readyz on ``metrics_port``."""
     import redis
     from celery import bootsteps
 
     consumer = sender
-    settings = get_settings()
+    settings = _current_settings()
     client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
 
     def consuming() -> tuple[bool, dict]:
@@ -89,9 +109,9 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
         log.error("cannot serve metrics and health on port %s: %s", settings.metrics_port, exc)
 
 
-@app.task(name="ratings.apply_match", bind=True, Strategy="worker.service.batching:strategy")
 def apply_match(self, *args, **kwargs) -> str:
-    """Apply one MatchFinished message (the task's single positional argument).
+    """Apply one MatchFinished message (the task's single positional argument); registered as
+    ``ratings.apply_match`` (bound) by :func:`worker.bootstrap.create_app`.
 
     This body runs when ``RATINGS_BATCH_SIZE`` is 1 (one message per task and transaction); with
     batching, the worker's consumer buffers the messages of this task and applies them in batches
@@ -112,35 +132,42 @@ def apply_match(self, *args, **kwargs) -> str:
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     try:
-        handled = service.handle_call(args, kwargs, task_id)
+        handled: list = [None]
+        lock_wait = service.rate([(task_id, args, kwargs)], handled)
     except TRANSIENT_ERRORS as exc:
         log.error("transient database error outlasted retries; requeueing: %s", exc)
         raise Reject(str(exc), requeue=True) from exc
     except SoftTimeLimitExceeded as exc:  # the message is fine; this run ran out of time
         log.error("task %s hit its soft time limit; requeueing", task_id)
         raise Reject("soft time limit", requeue=True) from exc
-    record_handled(handled, time.perf_counter() - started, task_id=task_id)
-    return handled.outcome
+    record_handled(handled[0], time.perf_counter() - started, task_id=task_id)
+    record_transaction(1 if handled[0].outcome is Outcome.APPLIED else 0, lock_wait)
+    return handled[0].outcome.value
 
 
-def record_handled(handled, duration: float, task_id: str | None = None, batch_size: int = 1) -> None:
+def record_handled(handled: Handled, duration: float, task_id: str | None = None, batch_size: int = 1) -> None:
     """Metrics and one structured log line for a handled message.
 
     ``duration``: seconds spent on this message (for a batch, the batch's time divided by its
     size); ``batch_size``: messages in the batch it was handled in (1 without batching).
     """
-    observability.MESSAGES.labels(handled.outcome).inc()
+    observability.MESSAGES.labels(handled.outcome.value).inc()
     observability.APPLY_SECONDS.observe(duration)
-    if handled.outcome == "dead_letter":
+    if handled.outcome is Outcome.DEAD_LETTER:
         observability.DEAD_LETTERS.labels(handled.reason_code).inc()
-    if handled.lock_wait_seconds is not None:  # applied in a transaction of its own
-        observability.LOCK_WAIT_SECONDS.observe(handled.lock_wait_seconds)
-        observability.BATCH_SIZE.observe(1)
     if handled.out_of_order:
         observability.OUT_OF_ORDER.labels(handled.ladder).inc()
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     structlog.get_logger("worker.service.tasks").info(
-        "match handled", outcome=handled.outcome, match_id=handled.match_id, ladder=handled.ladder,
+        "match handled", outcome=handled.outcome.value, match_id=handled.match_id, ladder=handled.ladder,
         reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2), batch_size=batch_size,
     )
+
+
+def record_transaction(applied: int, lock_wait: float | None) -> None:
+    """Metrics of one rating transaction: ``applied`` matches in it and the seconds it waited for
+    player row locks (nothing is recorded when no match was applied in one transaction)."""
+    if applied and lock_wait is not None:
+        observability.BATCH_SIZE.observe(applied)
+        observability.LOCK_WAIT_SECONDS.observe(lock_wait)

@@ -2,28 +2,22 @@
 
 All SQL of the worker: the rating transaction, dead letters, read models. Parameterized always.
 
-The rating transaction (DESIGN.md, "What it does"):
+The rating transaction (DESIGN.md, "What it does"), one path for 1 to N messages
+(:func:`apply_batch`; a single message is a batch of one):
 
-1. look the ``match_id`` up in the ledger: present with the same payload hash → a counted
-   duplicate; with another hash → a ``conflicting_duplicate`` dead letter;
-2. create missing player rows, then lock the match's player rows with
-   ``SELECT ... ORDER BY player_id COLLATE "C" FOR UPDATE`` (one global lock order: no deadlock
-   between two matches that share players, whatever order their sides list them in);
-3. insert the ledger row (``ON CONFLICT DO NOTHING`` closes the race with a concurrent delivery
-   of the same match); its ``seq``, taken while the locks are held, is the apply order;
-4. rate with the engine, update the players, insert the history rows and one outbox row per
-   player, ``NOTIFY`` the relay; commit.
-
-Before step 2 the transaction takes the ladder's advisory lock in shared mode and reads the
-ladder's row of ``ladders``: the policy in force and the current history generation. A rebuild
-(:mod:`worker.ops.rebuild`) switches both under the exclusive form of that lock, so every match is
-rated either before the switch (and recomputed by the rebuild) or after it, under the new policy.
-
-:func:`apply_batch` does the same for many matches in one transaction (with batching on, see
-:mod:`worker.service.batching`): one look-up of every match id, the per-ladder shared advisory locks once
-per distinct ladder, every player of the batch locked in one statement in the one global order
-(ladder, player_id) ``COLLATE "C"``, the matches rated in queue order on in-memory states, and one
-multi-row statement (``unnest`` of arrays, sent in binary) per table.
+1. look every ``match_id`` up in the ledger: present with the same payload hash → a counted
+   duplicate; with another hash → a ``conflicting_duplicate`` dead letter; the same task id again
+   → a redelivery;
+2. take each ladder's advisory lock in shared mode and read the ladder's policy in force and
+   history generation (a rebuild, :mod:`worker.ops.rebuild`, switches both under the exclusive
+   form); create missing player rows, then lock every player row of the batch in one statement in
+   one global order (ladder, player_id) ``COLLATE "C"`` (no deadlock between transactions that
+   share players);
+3. rate the matches in queue order with the engine's fold over typed player states;
+4. insert the ledger rows (``ON CONFLICT DO NOTHING`` closes the race with a concurrent delivery
+   of the same match; their ``seq``, taken while the locks are held, is the apply order), the
+   history and the typed ``RatingChanged`` outbox rows, update the players, write duplicates and
+   dead letters, ``NOTIFY`` the relay; commit.
 """
 
 from worker.store.dead_letters import (  # noqa: F401
@@ -42,11 +36,13 @@ from worker.store.events import (  # noqa: F401
     event_id_for,
     event_payloads_json,
     mark_published,
-    match_event,
+    match_events_json,
+    rating_changed_json,
     rebuild_event_id,
 )
 from worker.store.ladders import (  # noqa: F401
     LADDER_LOCK_CLASS,
+    LadderPolicy,
     LadderRecord,
     ladder_record,
     policy_in_force,
@@ -55,23 +51,11 @@ from worker.store.ladders import (  # noqa: F401
     stored_policy,
 )
 from worker.store.rating import (  # noqa: F401
-    Applied,
-    ApplyResult,
     BatchDeadLetter,
     BatchEntry,
     BatchMatch,
-    BatchResult,
-    Conflict,
-    DeadLettered,
-    Duplicate,
     LedgerRace,
-    Redelivered,
-    _apply_batch_in_transaction,
-    _apply_in_transaction,
-    _apply_matches,
-    _check_existing,
     apply_batch,
-    apply_match,
     conflict_detail,
 )
 from worker.store.read_models import (  # noqa: F401

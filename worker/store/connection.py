@@ -14,6 +14,9 @@ DatabaseError = psycopg.Error
 DatabaseUnreachable = psycopg.OperationalError
 """The server cannot be reached or the connection broke (``psycopg.OperationalError``)."""
 
+TRANSIENT_DATABASE_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
+"""Errors worth retrying: lost connection, deadlock, serialization failure, lock or pool timeout."""
+
 NotMigrated = psycopg.errors.UndefinedTable
 """A table the store needs does not exist yet: run ``ratings migrate``."""
 
@@ -43,3 +46,14 @@ def snapshot(conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
             yield conn
     finally:
         conn.isolation_level = saved
+
+
+def database_reachable(database_url: str, timeout: float = 3.0) -> str:
+    """``"ok"`` when ``SELECT 1`` answers within ``timeout`` seconds, else the error's class name
+    (for readiness reports)."""
+    try:
+        with connect(database_url, connect_timeout=timeout) as conn:
+            conn.execute("SELECT 1")
+        return "ok"
+    except psycopg.Error as exc:
+        return type(exc).__name__

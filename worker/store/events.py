@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
+from pydantic import TypeAdapter
 
 from engine import RatingChange
+from schemas import RatingChanged
 
 OUTBOX_CHANNEL = "ratings_outbox"
 
@@ -31,31 +34,57 @@ def rebuild_event_id(rebuild_id: int, player_id: str) -> uuid.UUID:
     return uuid.uuid5(REBUILD_EVENT_NAMESPACE, f"{rebuild_id}\x1f{player_id}")
 
 
-def match_event(event_id: uuid.UUID, match_id: str, ladder: str, change: RatingChange, sequence: int,
-                games_played: int, out_of_order: bool, occurred_at: str) -> dict[str, Any]:
-    """The RatingChanged v1 event (reason ``match``) of one player's ``change`` in one applied match.
+RATING_CHANGED_EVENTS = TypeAdapter(list[RatingChanged])
+"""Validates many :class:`schemas.RatingChanged` events in one call (cheaper than one by one)."""
 
-    ``sequence`` is the player's event sequence (games played + rebuild events), ``games_played``
-    the player's matches on the ladder including this one; ``occurred_at`` ISO 8601 text.
+
+def rating_changed_json(events: list[dict[str, Any]]) -> list[str]:
+    """Validate ``events`` (field dicts of :class:`schemas.RatingChanged`, ``event_id`` a UUID or its
+    text, ``occurred_at`` ISO 8601 text with offset) as the contract, all at once; return each
+    event's compact JSON text, the outbox payload, in the same order.
+
+    The text written is that of the validated fields as given (so ``occurred_at`` keeps its
+    ``+00:00`` offset, where pydantic's own serializer would write ``Z``): the same JSON as before
+    the events were typed. Raises :class:`pydantic.ValidationError` when one event breaks the
+    contract (the rating transaction then rolls back).
     """
-    return {
-        "schema_version": 1,
-        "event_id": str(event_id),
-        "reason": "match",
-        "match_id": match_id,
-        "ladder": ladder,
-        "player_id": change.player_id,
-        "rating_before": change.rating_before,
-        "rating_after": change.rating_after,
-        "delta": change.delta,
-        "expected_score": change.expected_score,
-        "actual_score": change.actual_score,
-        "k_factor": change.k_factor,
-        "sequence": sequence,
-        "games_played": games_played,
-        "out_of_order": out_of_order,
-        "occurred_at": occurred_at,
-    }
+    RATING_CHANGED_EVENTS.validate_python(events)
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+    return [dumps(e) for e in events]
+
+
+def match_events_json(events: Sequence[dict[str, Any]], occurred_at: datetime) -> list[str]:
+    """The RatingChanged v1 events (reason ``match``) of a rating transaction, validated, as JSON text.
+
+    Each item of ``events`` has ``event_id`` (UUID), ``match_id``, ``ladder``, ``change`` (an
+    :class:`engine.RatingChange`, ratings in rating points), ``sequence`` (the player's event
+    sequence: games played + rebuild events), ``games_played`` (the player's matches on the ladder
+    including this one) and ``out_of_order``; ``occurred_at`` is the transaction's time (aware).
+    Raises :class:`pydantic.ValidationError` as :func:`rating_changed_json`.
+    """
+    occurred = occurred_at.isoformat()
+    rows = []
+    for e in events:
+        change: RatingChange = e["change"]
+        rows.append({
+            "schema_version": 1,
+            "event_id": str(e["event_id"]),
+            "reason": "match",
+            "match_id": e["match_id"],
+            "ladder": e["ladder"],
+            "player_id": change.player_id,
+            "rating_before": change.rating_before,
+            "rating_after": change.rating_after,
+            "delta": change.delta,
+            "expected_score": change.expected_score,
+            "actual_score": change.actual_score,
+            "k_factor": change.k_factor,
+            "sequence": e["sequence"],
+            "games_played": e["games_played"],
+            "out_of_order": e["out_of_order"],
+            "occurred_at": occurred,
+        })
+    return rating_changed_json(rows)
 
 
 def event_payloads_json(payload: Any) -> str:
@@ -78,3 +107,19 @@ def claim_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, s
 def mark_published(conn: psycopg.Connection, ids: Sequence[int]) -> None:
     """Mark outbox rows published (inside the transaction that claimed them)."""
     conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY(%s)", (list(ids),))
+
+
+RELAY_LOCK_KEY = 0x5241_5449_4E47  # "RATING"
+"""Key of the session advisory lock the active relay holds (``pg_try_advisory_lock``): one active relay,
+the others on standby."""
+
+
+def try_relay_leadership(conn: psycopg.Connection) -> bool:
+    """Take the active relay's session advisory lock on ``conn``; False when another relay holds it."""
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (RELAY_LOCK_KEY,)).fetchone()
+    return bool(row and row[0])
+
+
+def listen_outbox(conn: psycopg.Connection) -> None:
+    """``LISTEN`` on the channel the rating transaction notifies after writing outbox rows."""
+    conn.execute(f"LISTEN {OUTBOX_CHANNEL}")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from engine import RatingPolicy
 from worker.policy.stored import PolicyUnavailable, cached_policy, policy_from_content
@@ -15,6 +16,22 @@ LADDER_LOCK_CLASS = 7_401
 
 """First key of the per-ladder advisory lock: every rating transaction takes it shared, a rebuild's
 switch-over takes it exclusive (``pg_advisory_xact_lock(LADDER_LOCK_CLASS, hashtext(ladder))``)."""
+@dataclass(frozen=True, slots=True)
+class LadderPolicy:
+    """A ladder's policy as configured in this process's ladders file, loaded once: the engine
+    ``policy``, its canonical ``content`` (recorded as the ladder's policy in force the first time
+    a match of the ladder is rated; ``None``: record nothing) and so its ``version``."""
+
+    ladder: str
+    policy: RatingPolicy
+    content: dict[str, Any] | None = None
+
+    @property
+    def version(self) -> str | None:
+        """The policy's version (a hash of its canonical content), ``None`` if it has none."""
+        return self.policy.version or None
+
+
 @dataclass(frozen=True, slots=True)
 class LadderRecord:
     """A ladder's row of ``ladders``: the policy version in force, the current history
@@ -58,7 +75,7 @@ def record_policy(conn: psycopg.Connection | psycopg.Cursor, ladder: str, policy
     """Keep ``content`` as policy ``policy.version`` in ``policies`` (no-op when already there)."""
     conn.execute(
         "INSERT INTO policies (version, ladder, content) VALUES (%s, %s, %s) ON CONFLICT (version) DO NOTHING",
-        (policy.version, ladder, psycopg.types.json.Jsonb(content)),
+        (policy.version, ladder, Jsonb(content)),
     )
 
 
@@ -97,5 +114,5 @@ def record_policies(conn: psycopg.Connection, policies: dict[str, tuple[str, dic
         for ladder, (version, content) in policies.items():
             conn.execute(
                 "INSERT INTO policies (version, ladder, content) VALUES (%s, %s, %s) ON CONFLICT (version) DO NOTHING",
-                (version, ladder, psycopg.types.json.Jsonb(content)),
+                (version, ladder, Jsonb(content)),
             )

@@ -1,4 +1,6 @@
-"""Store: the rating transaction (ledger check, ladder and player locks, rating, writes, dead letters of a batch)."""
+"""Store: the rating transaction, one path for 1 to N messages.
+
+Ledger check, ladder and player locks, rating, writes, dead letters, in one transaction."""
 
 from __future__ import annotations
 
@@ -11,231 +13,35 @@ from typing import Any
 
 import psycopg
 
-from engine import PlayerState, RatingChange, RatingPolicy, rate
+from engine.replay import Standing, replay_changes
 from worker.mapping import to_engine_match
+from worker.outcome import Handled, Outcome
 from worker.store.dead_letters import _dead_letter_text
-from worker.store.events import OUTBOX_CHANNEL, event_id_for, match_event
-from worker.store.ladders import LADDER_LOCK_CLASS, policy_in_force
-
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """The match was applied; ``seq`` is its place in the ledger."""
-
-    seq: int
-    changes: tuple[RatingChange, ...]
-    out_of_order: bool
-    lock_wait_seconds: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Duplicate:
-    """The match was applied before with the same canonical payload: nothing changed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """The match id was applied before with another payload (``stored_hash``)."""
-
-    stored_hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class Redelivered:
-    """This very message (same Celery task id) already ended somewhere: nothing is counted again."""
-
-
-ApplyResult = Applied | Duplicate | Conflict | Redelivered
-
-
-def _check_existing(cur: psycopg.Cursor, match_id: str, payload_hash: str, task_id: str | None) -> ApplyResult | None:
-    """Classify a match id already in the ledger: redelivery, duplicate or conflict (None if absent)."""
-    row = cur.execute("SELECT payload_hash, task_id FROM ledger WHERE match_id = %s", (match_id,)).fetchone()
-    if row is None:
-        return None
-    stored_hash, applied_by = row
-    if task_id is not None and applied_by == task_id:
-        cur.execute("UPDATE ledger SET redeliveries = redeliveries + 1 WHERE match_id = %s", (match_id,))
-        return Redelivered()
-    if stored_hash != payload_hash:
-        return Conflict(stored_hash)
-    inserted = cur.execute(
-        """INSERT INTO duplicate_deliveries (match_id, task_id) VALUES (%s, %s)
-           ON CONFLICT (task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING id""",
-        (match_id, task_id),
-    ).fetchone()
-    return Duplicate() if inserted else Redelivered()
-
-
-def apply_match(
-    conn: psycopg.Connection,
-    payload: dict[str, Any],
-    payload_hash: str,
-    finished_at: datetime,
-    policy: RatingPolicy,
-    task_id: str | None = None,
-    before_commit: Callable[[], None] | None = None,
-    content: dict[str, Any] | None = None,
-) -> ApplyResult:
-    """Apply one validated match (canonical JSON ``payload``) exactly once, in one transaction.
-
-    ``policy`` is the ladder's policy in this process's ladders file and ``content`` its canonical
-    content; the match is rated under the policy in force for the ladder (:func:`policy_in_force`),
-    which is ``policy`` unless a rebuild switched the ladder to another version.
-    ``conn`` must be in autocommit mode (this function owns the transaction). Returns
-    :class:`Applied`, :class:`Duplicate`, :class:`Conflict` or :class:`Redelivered`; a duplicate
-    is recorded in ``duplicate_deliveries`` in the same transaction. ``before_commit`` runs inside
-    the transaction after every write (the fault tests kill the process there). Raises ``psycopg.errors.LockNotAvailable``
-    past ``lock_timeout``, and other ``psycopg.Error`` on database failures (nothing is written then).
-    """
-    match_id = payload["match_id"]
-    match = to_engine_match(payload)
-    with conn.cursor() as cur:
-        applied = _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, policy, task_id,
-                                        before_commit, content)
-        if applied is not None:
-            return applied
-        # A concurrent delivery of the same match id committed first: our transaction was rolled
-        # back (no player rows of ours survive); classify this delivery against the stored one.
-        with conn.transaction():
-            existing = _check_existing(cur, match_id, payload_hash, task_id)
-        assert existing is not None
-        return existing
-
-
-def _apply_in_transaction(conn, cur, match, payload, payload_hash, finished_at, policy, task_id, before_commit,
-                          content=None):
-    """The rating transaction; ``None`` if a concurrent delivery of the match id won the race."""
-    match_id = payload["match_id"]
-    ladder = payload["ladder"]
-    player_ids = sorted(set(match.player_ids()))
-    with conn.transaction():
-        existing = _check_existing(cur, match_id, payload_hash, task_id)
-        if existing is not None:
-            return existing
-        # A rebuild of this ladder holds the exclusive form while it switches over. The policy and
-        # generation are read by the next statement, so after the lock (a fresh snapshot).
-        cur.execute("SELECT pg_advisory_xact_lock_shared(%s, hashtext(%s))", (LADDER_LOCK_CLASS, ladder))
-        policy, generation = policy_in_force(cur, ladder, policy, content)
-        cur.execute(
-            """
-            INSERT INTO players (ladder, player_id, rating, peak_rating)
-            SELECT %(ladder)s, t.p, t.i, t.i
-              FROM unnest(%(players)s::text[], %(initials)s::float8[]) AS t(p, i) ORDER BY t.p COLLATE "C"
-            ON CONFLICT (ladder, player_id) DO NOTHING
-            """,
-            {"ladder": ladder, "players": player_ids, "initials": [policy.initial_for(p) for p in player_ids]},
-        )
-        lock_started = time.perf_counter()
-        rows = cur.execute(
-            """
-            SELECT player_id, rating, games_played, last_finished_at, peak_rating, season, rebuild_events
-              FROM players
-             WHERE ladder = %s AND player_id = ANY(%s)
-             ORDER BY player_id COLLATE "C" FOR UPDATE
-            """,
-            (ladder, player_ids),
-        ).fetchall()
-        lock_wait = time.perf_counter() - lock_started
-        state = {pid: (games, last, rebuilds) for pid, _, games, last, _, _, rebuilds in rows}
-        players = {
-            pid: PlayerState(rating, games, peak, season) for pid, rating, games, _, peak, season, _ in rows
-        }
-        out_of_order = any(last is not None and finished_at < last for _, last, _ in state.values())
-        inserted = cur.execute(
-            """
-            INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, task_id,
-                                policy_version)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (match_id) DO NOTHING RETURNING seq
-            """,
-            (match_id, ladder, payload_hash, psycopg.types.json.Jsonb(payload), finished_at, out_of_order, task_id,
-             policy.version or None),
-        ).fetchone()
-        if inserted is None:  # a concurrent delivery of the same match committed first
-            raise psycopg.Rollback()
-        seq = inserted[0]
-        changes = rate(match, players, policy)
-        occurred_at = datetime.now(UTC)
-        player_rows, history_rows, outbox_rows = [], [], []
-        for change in changes:
-            games, _, rebuilds = state[change.player_id]
-            sequence = games + 1  # the player's n-th match on the ladder: the history row's sequence
-            event_sequence = sequence + rebuilds  # each rebuild that changed the rating took a number too
-            event_id = event_id_for(match_id, change.player_id)
-            player_rows.append(
-                {
-                    "rating": change.rating_after,
-                    "games": sequence,
-                    "win": change.result == "win",
-                    "draw": change.result == "draw",
-                    "loss": change.result == "loss",
-                    "finished_at": finished_at,
-                    "season": match.season,
-                    "ladder": ladder,
-                    "player_id": change.player_id,
-                }
-            )
-            history_rows.append(
-                (seq, match_id, ladder, change.player_id, sequence, change.rating_before,
-                 change.rating_after, change.expected_score, change.actual_score, change.k_factor,
-                 change.result, event_id, occurred_at, generation, policy.version or None)
-            )
-            event = match_event(event_id, match_id, ladder, change, event_sequence, sequence, out_of_order,
-                                occurred_at.isoformat())
-            outbox_rows.append((event_id, psycopg.types.json.Jsonb(event)))
-        cur.executemany(
-            """
-            UPDATE players SET rating = %(rating)s, games_played = %(games)s,
-                   wins = wins + %(win)s::int, draws = draws + %(draw)s::int,
-                   losses = losses + %(loss)s::int,
-                   peak_rating = greatest(peak_rating, %(rating)s),
-                   last_finished_at = greatest(last_finished_at, %(finished_at)s),
-                   season = coalesce(%(season)s, season),
-                   updated_at = now()
-             WHERE ladder = %(ladder)s AND player_id = %(player_id)s
-            """,
-            player_rows,
-        )
-        cur.executemany(
-            """
-            INSERT INTO rating_changes (ledger_seq, match_id, ladder, player_id, sequence,
-                rating_before, rating_after, expected_score, actual_score, k_factor, result,
-                event_id, occurred_at, generation, policy_version)
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-            """,
-            history_rows,
-        )
-        cur.executemany("INSERT INTO outbox (event_id, payload) VALUES (%s, %s)", outbox_rows)
-        cur.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
-        if before_commit is not None:
-            before_commit()
-        return Applied(seq, changes, out_of_order, lock_wait)
-    return None
+from worker.store.events import OUTBOX_CHANNEL, event_id_for, match_events_json
+from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, policy_in_force
 
 
 @dataclass(frozen=True, slots=True)
 class BatchMatch:
     """A validated match of a batch: canonical JSON ``payload``, its sha256 ``payload_hash``, its
-    ladder's ``policy``, the Celery ``task_id`` of the message that carried it."""
+    ladder's configured policy (``ladder_policy``), the Celery ``task_id`` of the message that carried it."""
 
     payload: dict[str, Any]
     payload_hash: str
     finished_at: datetime
-    policy: RatingPolicy
+    ladder_policy: LadderPolicy
     task_id: str | None
-    raw_body: str | None = None
+    raw_body: str | bytes | None = None
     """The message as received (kept verbatim if it turns out to be a conflicting duplicate)."""
     payload_json: str | None = None
     """``payload`` as JSON text (the canonical JSON), if the caller has it: stored in the ledger."""
-    content: dict[str, Any] | None = None
-    """The canonical content of ``policy`` (recorded as the ladder's policy in force if none is yet)."""
 
 
 @dataclass(frozen=True, slots=True)
 class BatchDeadLetter:
-    """A message of a batch that failed validation before the transaction: it becomes a dead letter
-    (``reason_code``, ``detail``, the raw body as text or bytes) in the batch's transaction."""
+    """A message of a batch that failed before the transaction (validation, or a permanent error of
+    its own): it becomes a dead letter (``reason_code``, ``detail``, the raw body as text or bytes)
+    in the batch's transaction."""
 
     reason_code: str
     detail: str
@@ -244,22 +50,9 @@ class BatchDeadLetter:
     task_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLettered:
-    """A dead letter was recorded for this message (``reason_code``)."""
-
-    reason_code: str
-
-
 BatchEntry = BatchMatch | BatchDeadLetter
 
 
-BatchResult = Applied | Duplicate | Redelivered | DeadLettered
-
-
-"""What became of one entry of a batch. A conflicting duplicate is a :class:`DeadLettered` with
-reason ``conflicting_duplicate``; a dead letter whose task id was recorded before is a
-:class:`Redelivered`."""
 class LedgerRace(Exception):
     """A concurrent transaction committed a match id this batch was about to apply; the batch
     rolled back and is classified again (the caller retries it)."""
@@ -275,42 +68,49 @@ def apply_batch(
     conn: psycopg.Connection,
     entries: Sequence[BatchEntry],
     before_commit: Callable[[], None] | None = None,
-) -> tuple[list[BatchResult], float | None]:
-    """Apply a batch of messages, in queue order, in one transaction; return each entry's result
-    (same order) and the seconds spent waiting for the player row locks (None if nothing applied).
+) -> tuple[list[Handled], float | None]:
+    """Apply 1 to N messages, in queue order, in one transaction: the only rating transaction.
 
-    Inside the one transaction:
+    Returns each entry's :class:`worker.outcome.Handled` (same order) and the seconds spent waiting
+    for the player row locks (None if no match was applied). Inside the one transaction
+    (DESIGN.md invariants 1, 4 and 5):
 
-    1. every match id of the batch is looked up in the ledger at once; each entry is classified in
-       queue order against the ledger *and the entries before it* (a second delivery of a match id
-       in the same batch is a duplicate, or a conflict, or, same task id, a redelivery);
-    2. the shared per-ladder advisory lock is taken once per distinct ladder (sorted), then the
-       missing player rows of every match to apply are created and all the batch's player rows
-       are locked in one statement, in the one global order (ladder, player_id) ``COLLATE "C"``;
-    3. the matches are rated in queue order on in-memory player states, so a player in several
-       matches sees the earlier ones' results; each gets its own ledger ``seq`` (taken after the
-       locks, in queue order), history rows, and events whose per-player ``sequence`` grows by one
-       per match;
-    4. ledger, history, outbox, players, duplicate deliveries and dead letters are written with one
-       multi-row statement each (``unnest`` of arrays sent in binary; ``COPY`` for the history and
-       outbox rows), one ``NOTIFY``; ``before_commit`` runs, then COMMIT.
+    1. every match id is looked up in the ledger at once; each entry is classified in queue order
+       against the ledger *and the entries before it*: a match id seen with the same payload is a
+       ``duplicate`` (recorded in ``duplicate_deliveries``), with another payload a
+       ``conflicting_duplicate`` dead letter, and a task id seen before (in the ledger, the
+       duplicate deliveries, the dead letters or earlier in the batch) is ``redelivered``;
+    2. the shared per-ladder advisory lock is taken once per distinct ladder (sorted), and the
+       policy in force and history generation of each ladder read after it; the missing player
+       rows are created and all the batch's player rows locked in one statement, in the one
+       global order (ladder, player_id) ``COLLATE "C"`` (``lock_timeout`` bounds the wait);
+    3. each ladder's matches are rated in queue order by the engine's fold
+       (:func:`engine.replay.replay_changes`) over typed player states (:class:`engine.replay.Standing`),
+       so a player in several matches sees the earlier ones' results; each match gets its own
+       ledger ``seq`` (queue order, after the locks), history rows, and typed
+       :class:`schemas.RatingChanged` events whose per-player ``sequence`` grows by one per match;
+    4. ledger, players, duplicate deliveries and dead letters are written with one multi-row
+       statement each (``unnest`` of arrays sent in binary), history and outbox rows by ``COPY``;
+       one ``NOTIFY``; ``before_commit`` runs, then COMMIT.
 
     ``conn`` must be in autocommit mode (this function owns the transaction). Raises
     :class:`LedgerRace` (after rolling back) when a concurrent transaction committed one of the
     batch's match ids first; ``psycopg.errors.LockNotAvailable`` past ``lock_timeout``; other
-    ``psycopg.Error`` on database failures, and ``ValueError`` from the engine: nothing is written
-    then.
+    ``psycopg.Error`` on database failures; :class:`engine.UnratableMatch` or ``ValueError`` from
+    the engine; :class:`pydantic.ValidationError` if an event breaks the contract: nothing is
+    written then.
     """
-    results: list[BatchResult | None] = [None] * len(entries)
+    results: list[Handled | None] = [None] * len(entries)
     with conn.transaction(), conn.cursor() as cur:
-        lock_wait = _apply_batch_in_transaction(cur, entries, results)
+        lock_wait = _classify_and_apply(cur, entries, results)
         if before_commit is not None:
             before_commit()
     return results, lock_wait  # type: ignore[return-value]
 
 
-def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntry],
-                                results: list[BatchResult | None]) -> float | None:
+def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry],
+                        results: list[Handled | None]) -> float | None:
+    """Steps 1 to 4 of :func:`apply_batch`; fills ``results``; returns the lock wait in seconds."""
     match_ids = sorted({e.payload["match_id"] for e in entries if isinstance(e, BatchMatch)})
     stored: dict[str, tuple[str, str | None]] = {}
     if match_ids:
@@ -328,7 +128,8 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
         task_id = entry.task_id
         if task_id is not None:
             if task_id in seen_tasks:  # the same message twice in one batch (requeued meanwhile)
-                results[i] = Redelivered()
+                results[i] = Handled(Outcome.REDELIVERED, None, entry.match_id if isinstance(entry, BatchDeadLetter)
+                                     else entry.payload["match_id"])
                 continue
             seen_tasks.add(task_id)
         if isinstance(entry, BatchDeadLetter):
@@ -343,7 +144,7 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
         prior_hash, applied_by = prior
         if task_id is not None and applied_by == task_id:
             redelivered_applied.append(match_id)
-            results[i] = Redelivered()
+            results[i] = Handled(Outcome.REDELIVERED, None, match_id, entry.payload["ladder"])
         elif prior_hash != entry.payload_hash:
             raw = entry.raw_body if entry.raw_body is not None else json.dumps(entry.payload, ensure_ascii=False)
             dead.append((i, "conflicting_duplicate", conflict_detail(match_id, prior_hash, entry.payload_hash),
@@ -351,10 +152,10 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
         else:
             duplicates.append(i)
 
-    lock_wait = _apply_matches(cur, [entries[i] for i in to_apply], [i for i in to_apply], results) \
-        if to_apply else None
+    lock_wait = _apply_matches(
+        cur, [e for i in to_apply if isinstance(e := entries[i], BatchMatch)], to_apply, results) if to_apply else None
 
-    # 4. the other outcomes, one statement each
+    # the other outcomes, one statement each
     if duplicates:
         rows = cur.execute(
             """INSERT INTO duplicate_deliveries (match_id, task_id)
@@ -364,8 +165,9 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
         ).fetchall()
         recorded = {t for (t,) in rows}
         for i in duplicates:
-            task_id = entries[i].task_id
-            results[i] = Duplicate() if task_id is None or task_id in recorded else Redelivered()
+            entry = entries[i]
+            outcome = Outcome.DUPLICATE if entry.task_id is None or entry.task_id in recorded else Outcome.REDELIVERED
+            results[i] = Handled(outcome, None, entry.payload["match_id"], entry.payload["ladder"])
     if dead:
         texts = [_dead_letter_text(raw) for _, _, _, raw, _, _ in dead]
         rows = cur.execute(
@@ -378,8 +180,9 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
              [t for t, _ in texts], [e for _, e in texts], [d[5] for d in dead]),
         ).fetchall()
         recorded = {t for (t,) in rows}
-        for i, reason, *_rest, task_id in dead:
-            results[i] = DeadLettered(reason) if task_id is None or task_id in recorded else Redelivered()
+        for i, reason, _detail, _raw, match_id, task_id in dead:
+            results[i] = (Handled(Outcome.DEAD_LETTER, reason, match_id) if task_id is None or task_id in recorded
+                          else Handled(Outcome.REDELIVERED, reason, match_id))
     if redelivered_applied:
         cur.execute(
             """UPDATE ledger l SET redeliveries = l.redeliveries + u.n
@@ -391,20 +194,20 @@ def _apply_batch_in_transaction(cur: psycopg.Cursor, entries: Sequence[BatchEntr
 
 
 def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: list[int],
-                   results: list[BatchResult | None]) -> float:
+                   results: list[Handled | None]) -> float:
     """Steps 2 to 4 of :func:`apply_batch` for the matches to apply (queue order); fills ``results``
     at ``positions``; returns the lock wait in seconds. Raises :class:`LedgerRace`."""
     engine_matches = [to_engine_match(m.payload) for m in matches]
-    configured: dict[str, BatchMatch] = {}
+    configured: dict[str, LadderPolicy] = {}
     keys: set[tuple[str, str]] = set()
     for m, em in zip(matches, engine_matches):
         ladder = m.payload["ladder"]
-        configured.setdefault(ladder, m)
+        configured.setdefault(ladder, m.ladder_policy)
         keys.update((ladder, pid) for pid in em.player_ids())
     ladders = sorted(configured)
     order = sorted(keys)  # (ladder, player_id): Python compares code points, as COLLATE "C" (UTF-8 bytes)
     # A rebuild of a ladder holds the exclusive form while it switches over; the policy in force
-    # and the history generation are read after the lock (as in the one-match transaction).
+    # and the history generation are read after the lock (a fresh snapshot).
     cur.execute("SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))) FROM unnest(%b::text[]) AS l",
                 (LADDER_LOCK_CLASS, ladders))
     in_force = {ladder: policy_in_force(cur, ladder, configured[ladder].policy, configured[ladder].content)
@@ -431,40 +234,44 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         ([k[0] for k in order], [k[1] for k in order]),
     ).fetchall()
     lock_wait = time.perf_counter() - lock_started
-    # rating, games, last finished_at, peak, season, wins, draws, losses (those three: this batch's),
-    # rebuild events (a player's event sequence is games played + rebuild events)
-    state = {(lad, pid): [rating, games, last, peak, season, 0, 0, 0, rebuilds]
-             for lad, pid, rating, games, last, peak, season, rebuilds in rows}
+    # Typed player states per ladder (wins, draws and losses count this batch's only), and what the
+    # engine does not track: the last finished_at (out of order?) and the rebuild events (a
+    # player's event sequence is games played + rebuild events).
+    standings: dict[str, dict[str, Standing]] = {ladder: {} for ladder in ladders}
+    last_finished: dict[tuple[str, str], datetime | None] = {}
+    rebuild_events: dict[tuple[str, str], int] = {}
+    for lad, pid, rating, games, last, peak, season, rebuilds in rows:
+        standings[lad][pid] = Standing(rating, games, peak, season)
+        last_finished[(lad, pid)] = last
+        rebuild_events[(lad, pid)] = rebuilds
 
-    # 3. rate in queue order on the in-memory states
-    occurred_at = datetime.now(UTC)
-    occurred_text = occurred_at.isoformat()
+    # 3. rate each ladder's matches in queue order with the engine's fold
+    by_ladder: dict[str, list[int]] = {ladder: [] for ladder in ladders}
+    for n, m in enumerate(matches):
+        by_ladder[m.payload["ladder"]].append(n)
+    rated: list[Any] = [None] * len(matches)  # (changes, games played after the match per change)
+    for ladder, numbers in by_ladder.items():
+        ladder_standings = standings[ladder]
+        for n, (_, changes) in zip(numbers, replay_changes((engine_matches[n] for n in numbers), policies[ladder],
+                                                           ladder_standings)):
+            rated[n] = (changes, [ladder_standings[c.player_id].games_played for c in changes])
     ledger_rows: list[tuple] = []
-    rated: list[tuple[BatchMatch, Any, tuple[RatingChange, ...], bool, list[int]]] = []
+    out_of_order_flags: list[bool] = []
     for m, em in zip(matches, engine_matches):
         ladder = m.payload["ladder"]
         finished_at = m.finished_at
-        mine = [(pid, state[(ladder, pid)]) for pid in em.player_ids()]
-        out_of_order = any(s[2] is not None and finished_at < s[2] for _, s in mine)
-        changes = rate(em, {pid: PlayerState(s[0], s[1], s[3], s[4]) for pid, s in mine}, policies[ladder])
-        sequences = []
-        for change in changes:
-            s = state[(ladder, change.player_id)]
-            s[0] = change.rating_after
-            s[1] += 1
-            s[2] = finished_at if s[2] is None or finished_at > s[2] else s[2]
-            s[3] = change.rating_after if s[3] is None or change.rating_after > s[3] else s[3]
-            s[4] = em.season if em.season is not None else s[4]
-            s[5 + ("win", "draw", "loss").index(change.result)] += 1
-            sequences.append(s[1])
-        rated.append((m, em, changes, out_of_order, sequences))
+        lasts = [last_finished[(ladder, pid)] for pid in em.player_ids()]
+        out_of_order = any(last is not None and finished_at < last for last in lasts)
+        for pid in em.player_ids():
+            last = last_finished[(ladder, pid)]
+            if last is None or finished_at > last:
+                last_finished[(ladder, pid)] = finished_at
+        out_of_order_flags.append(out_of_order)
         ledger_rows.append((m.payload["match_id"], ladder, m.payload_hash,
                             m.payload_json or json.dumps(m.payload, ensure_ascii=False, separators=(",", ":")),
-                            finished_at,
-                            out_of_order, m.task_id, policies[ladder].version or None))
+                            finished_at, out_of_order, m.task_id, policies[ladder].version or None))
 
     # 4. the ledger first: its seq (apply order) is taken in queue order, after the locks
-    cols = list(zip(*ledger_rows))
     inserted = cur.execute(
         """
         INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, task_id,
@@ -475,28 +282,32 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
          ORDER BY n
         ON CONFLICT (match_id) DO NOTHING RETURNING match_id, seq
         """,
-        [list(c) for c in cols],
+        [list(c) for c in zip(*ledger_rows)],
     ).fetchall()
     if len(inserted) != len(ledger_rows):  # a concurrent delivery of one of these match ids won
         raise LedgerRace(f"{len(ledger_rows) - len(inserted)} match id(s) committed concurrently")
-    seqs = dict(inserted)
+    seqs: dict[str, int] = dict(inserted)
+    occurred_at = datetime.now(UTC)
     history: list[tuple] = []
-    outbox: list[tuple] = []
-    for (m, em, changes, out_of_order, sequences), position in zip(rated, positions):
+    events: list[dict[str, Any]] = []
+    for m, (changes, games), out_of_order, position in zip(matches, rated, out_of_order_flags, positions):
         match_id = m.payload["match_id"]
         ladder = m.payload["ladder"]
         seq = seqs[match_id]
         generation = in_force[ladder][1]
         version = policies[ladder].version or None
-        for change, sequence in zip(changes, sequences):
+        for change, sequence in zip(changes, games):
             event_id = event_id_for(match_id, change.player_id)
             history.append((seq, match_id, ladder, change.player_id, sequence, float(change.rating_before),
                             float(change.rating_after), float(change.expected_score), float(change.actual_score),
                             float(change.k_factor), change.result, event_id, occurred_at, generation, version))
-            event = match_event(event_id, match_id, ladder, change, sequence + state[(ladder, change.player_id)][8],
-                                sequence, out_of_order, occurred_text)
-            outbox.append((event_id, json.dumps(event, ensure_ascii=False, separators=(",", ":"))))
-        results[position] = Applied(seq, changes, out_of_order, 0.0)
+            events.append({
+                "event_id": event_id, "match_id": match_id, "ladder": ladder, "change": change,
+                "sequence": sequence + rebuild_events[(ladder, change.player_id)], "games_played": sequence,
+                "out_of_order": out_of_order,
+            })
+        results[position] = Handled(Outcome.APPLIED, None, match_id, ladder, out_of_order, seq, changes)
+    outbox = match_events_json(events, occurred_at)
     # History and outbox rows go in by COPY: no conflict is possible once the ledger rows are in
     # (their unique keys derive from the match ids), and COPY is the cheapest way in for many rows.
     with cur.copy("COPY rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, "
@@ -505,12 +316,9 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         for row in history:
             copy.write_row(row)
     with cur.copy("COPY outbox (event_id, payload) FROM STDIN") as copy:
-        for row in outbox:
-            copy.write_row(row)
-    players = [(k, state[k]) for k in order]
-    for _, s in players:
-        s[0] = float(s[0])
-        s[3] = float(s[3])
+        for event, payload in zip(events, outbox):
+            copy.write_row((event["event_id"], payload))
+    players = [(lad, pid, standings[lad][pid], last_finished[(lad, pid)]) for lad, pid in order]
     cur.execute(
         """
         UPDATE players p SET rating = u.rating, games_played = u.games,
@@ -523,10 +331,10 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
                AS u(ladder, player_id, rating, games, w, d, l, peak, last, season)
          WHERE p.ladder = u.ladder AND p.player_id = u.player_id
         """,
-        ([k[0] for k, _ in players], [k[1] for k, _ in players], [s[0] for _, s in players],
-         [s[1] for _, s in players], [s[5] for _, s in players], [s[6] for _, s in players],
-         [s[7] for _, s in players], [s[3] for _, s in players], [s[2] for _, s in players],
-         [s[4] for _, s in players]),
+        ([p[0] for p in players], [p[1] for p in players], [float(p[2].rating) for p in players],
+         [p[2].games_played for p in players], [p[2].wins for p in players], [p[2].draws for p in players],
+         [p[2].losses for p in players], [float(p[2].peak_rating) for p in players], [p[3] for p in players],
+         [p[2].season for p in players]),
     )
     cur.execute("SELECT pg_notify(%b, '')", (OUTBOX_CHANNEL,))
     return lock_wait

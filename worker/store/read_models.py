@@ -134,3 +134,9 @@ def ledger_matches_with_prefix(conn: psycopg.Connection, prefix: str) -> int:
     pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     row = conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (pattern,)).fetchone()
     return row[0] if row else 0
+
+
+def rating_sums(conn: psycopg.Connection) -> list[tuple[str, float, int]]:
+    """``(ladder, sum of ratings, players)`` per ladder (the pool-drift gauge's input)."""
+    return [(ladder, float(total), players) for ladder, total, players in
+            conn.execute("SELECT ladder, sum(rating), count(*) FROM players GROUP BY ladder")]

@@ -9,6 +9,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from worker.store.events import OUTBOX_CHANNEL, rating_changed_json
+from worker.store.ladders import LADDER_LOCK_CLASS, LadderRecord
+
 REBUILD_LOCK_CLASS = 7_402
 """First key of the session advisory lock a rebuild holds on its ladder from start to end
 (``pg_try_advisory_lock(REBUILD_LOCK_CLASS, hashtext(ladder))``): one rebuild per ladder."""
@@ -19,10 +22,6 @@ REBUILD_HISTORY_COPY = (
 )
 """COPY statement for a rebuild's history rows (the column order of ``worker.ops.rebuild.history_row``)."""
 
-
-
-from worker.store.events import OUTBOX_CHANNEL
-from worker.store.ladders import LADDER_LOCK_CLASS, LadderRecord
 
 
 def try_rebuild_lock(conn: psycopg.Connection, ladder: str) -> bool:
@@ -76,7 +75,8 @@ def ledger_last_seq(conn: psycopg.Connection, ladder: str) -> int:
 
 def ledger_count(conn: psycopg.Connection, ladder: str, up_to_seq: int) -> int:
     """How many rows of the ladder's ledger have ``seq <= up_to_seq``."""
-    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s", (ladder, up_to_seq)).fetchone()[0]
+    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s",
+                        (ladder, up_to_seq)).fetchone()[0]
 
 
 def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int,
@@ -126,15 +126,17 @@ def stage_players(conn: psycopg.Connection, rows: Sequence[tuple], upsert: bool 
 
 
 def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime) -> tuple[int, int]:
-    """The swap, in one statement: write the staged standings over the ladder's ``players`` rows
-    that differ, and put one ``rebuild`` rating-changed event in the outbox for each player whose
-    rating changed (:class:`schemas.RatingChanged`: ``rating_before`` the stored rating, the
+    """The swap: write the staged standings over the ladder's ``players`` rows that differ (one
+    statement), and put one ``rebuild`` rating-changed event in the outbox for each player whose
+    rating changed, built as :class:`schemas.RatingChanged` and validated
+    (:func:`worker.store.events.rating_changed_json`): ``rating_before`` the stored rating, the
     player's next event sequence, ``match_id``/``expected_score``/``actual_score``/``k_factor`` of
-    the player's last match in the new history); wake the relay. Returns ``(rows written, events)``.
+    the player's last match in the new history; wake the relay. Returns ``(rows written, events)``.
     Call it holding the ladder's exclusive lock (the old values are read in the same statement).
+    Raises :class:`pydantic.ValidationError` if an event breaks the contract (the caller's
+    transaction then rolls back).
     """
-    conn.execute("SET LOCAL extra_float_digits = 3")  # float8 -> jsonb keeps every bit (shortest exact form)
-    written, events = conn.execute(
+    rows = conn.execute(
         """
         WITH written AS (
             UPDATE players p
@@ -148,27 +150,30 @@ def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime)
                    IS DISTINCT FROM (n.rating, n.games_played, n.wins, n.draws, n.losses, n.peak_rating, n.season)
             RETURNING p.player_id, o.rating AS rating_before, p.rating AS rating_after, p.games_played,
                       p.games_played + p.rebuild_events AS sequence
-        ), events AS (
-            INSERT INTO outbox (event_id, payload)
-            SELECT n.event_id, jsonb_build_object(
-                       'schema_version', 1, 'event_id', n.event_id::text, 'reason', 'rebuild',
-                       'match_id', n.last_match_id, 'ladder', %(ladder)s::text, 'player_id', w.player_id,
-                       'rating_before', w.rating_before, 'rating_after', w.rating_after,
-                       'delta', w.rating_after - w.rating_before, 'expected_score', n.expected_score,
-                       'actual_score', n.actual_score, 'k_factor', n.k_factor, 'sequence', w.sequence,
-                       'games_played', w.games_played, 'out_of_order', false, 'occurred_at', %(occurred_at)s::text)
-              FROM written w JOIN rebuild_players n USING (player_id)
-             WHERE w.rating_before <> w.rating_after
-             ORDER BY w.player_id COLLATE "C"
-            RETURNING 1
         )
-        SELECT (SELECT count(*) FROM written), (SELECT count(*) FROM events)
+        SELECT w.player_id, w.rating_before, w.rating_after, w.games_played, w.sequence,
+               n.event_id, n.last_match_id, n.expected_score, n.actual_score, n.k_factor
+          FROM written w JOIN rebuild_players n USING (player_id)
+         ORDER BY w.player_id COLLATE "C"
         """,
-        {"ladder": ladder, "occurred_at": occurred_at.isoformat()},
-    ).fetchone()
+        {"ladder": ladder},
+    ).fetchall()
+    occurred = occurred_at.isoformat()
+    events = [
+        {"schema_version": 1, "event_id": str(event_id), "reason": "rebuild", "match_id": last_match_id,
+         "ladder": ladder, "player_id": player_id, "rating_before": before, "rating_after": after,
+         "delta": after - before, "expected_score": expected, "actual_score": actual, "k_factor": k,
+         "sequence": sequence, "games_played": games, "out_of_order": False, "occurred_at": occurred}
+        for player_id, before, after, games, sequence, event_id, last_match_id, expected, actual, k in rows
+        if before != after
+    ]
     if events:
+        payloads = rating_changed_json(events)
+        with conn.cursor().copy("COPY outbox (event_id, payload) FROM STDIN") as copy:
+            for event, payload in zip(events, payloads):
+                copy.write_row((event["event_id"], payload))
         conn.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
-    return written, events
+    return len(rows), len(events)
 
 
 def stamp_ledger(conn: psycopg.Connection, ladder: str, version: str, after_seq: int,

@@ -76,9 +76,9 @@ class _BenchProcesses(ServiceProcesses):
 
 def _noop_wired() -> bool:
     """Does ``ratings worker`` import the no-op task by itself (``worker.devtools.bench_tasks`` in imports)?"""
-    from worker.service.celery_app import app
+    from worker.bootstrap import create_app
 
-    return "worker.devtools.bench_tasks" in tuple(app.conf.imports or ())
+    return "worker.devtools.bench_tasks" in tuple(create_app(get_settings()).conf.imports or ())
 
 
 def _rss(pid: int) -> tuple[int, int]:

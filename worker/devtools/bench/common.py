@@ -126,8 +126,10 @@ def _code_version() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         info["commit"] = None
     try:
-        from worker.service.celery_app import app
+        from worker.bootstrap import create_app
+        from worker.settings import get_settings
 
+        app = create_app(get_settings())
         info["broker_transport"] = str(app.conf.broker_transport or "kombu default for the URL")
     except Exception as exc:  # noqa: BLE001 - informative only
         info["broker_transport"] = f"unknown ({type(exc).__name__})"
