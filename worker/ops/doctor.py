@@ -12,6 +12,7 @@ from engine import RatingPolicy
 from worker import store as repository
 from worker.settings import Settings
 from worker.ops.verify import verify_ladder
+from worker.service.transport import queue_keys
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,13 @@ class Finding:
 
 
 def queue_depth(client: redis.Redis, queue: str) -> tuple[int, int]:
-    """(queued, reserved-but-unacknowledged) messages of ``queue`` on the Redis broker."""
-    queued = client.llen(queue)
+    """(queued, reserved-but-unacknowledged) messages of ``queue`` on the Redis broker; queued
+    counts every list a producer can fill for the queue, priority lists included
+    (:func:`worker.service.transport.queue_keys`)."""
+    with client.pipeline(transaction=False) as pipe:
+        for key in queue_keys(queue):
+            pipe.llen(key)
+        queued = sum(pipe.execute())
     reserved = 0
     for value in client.hvals("unacked"):
         try:
