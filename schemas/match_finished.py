@@ -60,6 +60,14 @@ _CONFIG = ConfigDict(extra="forbid", frozen=True)
 # The models
 # --------------------------------------------------------------------------------------------
 
+def _integral_number(value: Any) -> Any:
+    """A JSON number with no fractional part (``2.0``) is the integer it equals: JSON Schema's
+    ``integer`` type accepts it (2020-12, section 6.1.1), so the contract does too."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
 StatCount = Annotated[
     int,
     Field(
@@ -69,6 +77,7 @@ StatCount = Annotated[
         le=MAX_STAT_COUNT,
         description="A count of rounds or moves in this match: a JSON integer from 0 to 1000.",
     ),
+    BeforeValidator(_integral_number),
 ]
 
 
@@ -127,7 +136,8 @@ class PlacedSide(Side):
     ``placement`` is the side's rank, 1 = best; sides with the same placement drew with each other.
     """
 
-    placement: int = Field(strict=True, ge=1, le=MAX_SIDES, description="Rank of this side, 1 = best (1..16); equal ranks drew.")
+    placement: Annotated[int, BeforeValidator(_integral_number)] = Field(
+        strict=True, ge=1, le=MAX_SIDES, description="Rank of this side, 1 = best (1..16); equal ranks drew.")
 
 
 class Score(BaseModel):
@@ -135,8 +145,8 @@ class Score(BaseModel):
 
     model_config = _CONFIG
 
-    side_a: float = Field(ge=0, le=1e6, allow_inf_nan=False, description="Points of side A (>= 0).")
-    side_b: float = Field(ge=0, le=1e6, allow_inf_nan=False, description="Points of side B (>= 0).")
+    side_a: float = Field(strict=True, ge=0, le=1e6, allow_inf_nan=False, description="Points of side A (>= 0).")
+    side_b: float = Field(strict=True, ge=0, le=1e6, allow_inf_nan=False, description="Points of side B (>= 0).")
 
 
 OPTIONAL_CONTEXT = ("home", "score", "season", "sides", "side_a", "side_b", "outcome")
@@ -145,13 +155,62 @@ canonical form (and payload hash) they had before these fields existed."""
 
 
 def _schema_version_is_an_int(value: Any) -> Any:
-    # Literal[1] on its own would accept True and 1.0 (they compare equal to 1).
+    # Literal[1] on its own would accept True (it compares equal to 1); 1.0 is the JSON number 1.
+    value = _integral_number(value)
     if type(value) is not int:
         raise PydanticCustomError("literal_error", "Input should be 1")
     return value
 
 
-_DATE_TIME_PREFIX = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}")
+DATE_TIME_PATTERN = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+"""``finished_at``: an RFC 3339 date-time (section 5.6) with a UTC offset, leap second excluded;
+the calendar (no 30 February) is the ``date-time`` format's part."""
+
+_DATE_TIME = re.compile(DATE_TIME_PATTERN.replace("$", r"\Z"))
+
+SEMANTIC_CHECKS = (
+    "Checked by the worker beyond this schema (JSON Schema cannot state them): "
+    "(1) a player appears at most once in a match, on one side (duplicate_player); "
+    "(2) finished_at lies between 1800-01-01T00:00:00Z and one day after the receiving worker's clock "
+    "(timestamp_out_of_range); "
+    "(3) ids hold no invisible format character outside the Basic Multilingual Plane, e.g. U+E0001 "
+    "(invalid_id); "
+    "(4) the message is at most 65536 bytes of UTF-8 JSON text with no key repeated in an object "
+    "(too_large, schema_violation). "
+    "The date-time format of finished_at is asserted (RFC 3339: a real calendar date). A number with "
+    "no fractional part (2.0) is an integer, as in JSON Schema. A pattern's $ is the end of the text "
+    "(ECMA-262)."
+)
+"""The checks of :func:`parse_match_finished` that the JSON Schema does not express; appended to
+the schema's description, and the ones the differential test excludes from its comparison."""
+
+_FORMS = {
+    "anyOf": [
+        {
+            "title": "two sides",
+            "required": ["side_a", "side_b", "outcome"],
+            "properties": {"side_a": {"not": {"type": "null"}}, "side_b": {"not": {"type": "null"}},
+                           "outcome": {"not": {"type": "null"}}, "sides": {"type": "null"}},
+        },
+        {
+            "title": "three or more sides",
+            "required": ["sides"],
+            "properties": {"sides": {"not": {"type": "null"}}, "side_a": {"type": "null"},
+                           "side_b": {"type": "null"}, "outcome": {"type": "null"}, "home": {"type": "null"},
+                           "score": {"type": "null"}},
+        },
+    ]
+}
+
+
+def _contract_schema(schema: dict[str, Any]) -> None:
+    """Add what the model's validators check to the generated JSON Schema: the two forms of a
+    match, and the list of semantic checks in the description."""
+    schema.update(_FORMS)
+    schema["description"] = schema.get("description", "").rstrip() + "\n\n" + SEMANTIC_CHECKS
 
 
 class MatchFinished(BaseModel):
@@ -184,7 +243,7 @@ class MatchFinished(BaseModel):
     order, whitespace and the UTC offset used do not matter. ``finished_at`` is stored in UTC.
     """
 
-    model_config = _CONFIG
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_contract_schema)
 
     schema_version: Annotated[Literal[1], BeforeValidator(_schema_version_is_an_int)] = Field(
         description="Contract version; this document describes version 1."
@@ -194,6 +253,7 @@ class MatchFinished(BaseModel):
     )
     ladder: LadderName
     finished_at: AwareDatetime = Field(
+        json_schema_extra={"pattern": DATE_TIME_PATTERN},
         description=(
             "When the match ended: an ISO 8601 / RFC 3339 date-time with a UTC offset, e.g. "
             "\"2024-05-01T18:30:00Z\" or \"2024-05-01T20:30:00+02:00\"; on or after 1800-01-01 and at "
@@ -230,11 +290,13 @@ class MatchFinished(BaseModel):
         if isinstance(value, datetime):
             return value
         if isinstance(value, str):
-            if _DATE_TIME_PREFIX.match(value):
+            if _DATE_TIME.match(value):
                 return value
+            if re.match(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?\Z", value):
+                raise PydanticCustomError("timezone_aware", "Input should have timezone info")
             raise PydanticCustomError(
                 "timestamp_format",
-                "Input should be an ISO 8601 date-time like 2024-05-01T18:30:00Z",
+                "Input should be an RFC 3339 date-time like 2024-05-01T18:30:00Z",
             )
         if isinstance(value, date):
             kind = "a date without a time"

@@ -114,8 +114,8 @@ def match_json(match: MatchFinished | Mapping[str, Any] | str | bytes, validate:
     Validated (default): the match's canonical JSON; raises :class:`schemas.InvalidMessage` (with
     its reason code) for a match the worker would dead-letter, and ``TypeError``/``ValueError``
     (:func:`to_json_value`) for values that are not JSON, so nothing invalid is published.
-    ``validate=False`` (tools and tests that publish bad input on purpose): a mapping as compact
-    JSON; ``str``/``bytes`` as given when they are one JSON value, else as a JSON string holding
+    ``validate=False`` (tools and tests that publish bad input on purpose): a mapping as
+    ``json.dumps(value, ensure_ascii=False)``; ``str``/``bytes`` as given when they are one JSON value, else as a JSON string holding
     the text (which the worker validates as the message).
     """
     if isinstance(match, MatchFinished):
@@ -132,7 +132,10 @@ def match_json(match: MatchFinished | Mapping[str, Any] | str | bytes, validate:
     value = to_json_value(match)
     if validate:
         return parse_match_finished(value).canonical_json()
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    try:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: only the escaped form is valid UTF-8 JSON
+        return json.dumps(value).encode("ascii")
 
 
 def task_body(argument: bytes) -> bytes:

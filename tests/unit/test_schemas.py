@@ -177,7 +177,7 @@ BAD_INPUTS = [
     pytest.param(message(match_id=42), "wrong_type", id="wrong type"),
     pytest.param(message(side_a=[{"player_id": "alice"}]), "wrong_type", id="side as array"),
     pytest.param(with_alice_stats(bad_moves=True), "wrong_type", id="bool as count"),
-    pytest.param(with_alice_stats(bad_moves=2.0), "wrong_type", id="float as count"),
+    pytest.param(with_alice_stats(bad_moves=2.5), "wrong_type", id="fractional number as count"),
     pytest.param(with_alice_stats(bad_moves="2"), "wrong_type", id="string as count"),
     pytest.param(with_alice_stats(bad_moves=-1), "count_out_of_range", id="negative count"),
     pytest.param(with_alice_stats(won_by_16=10**6), "count_out_of_range", id="absurd count"),
