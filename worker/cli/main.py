@@ -131,7 +131,7 @@ def _publish_all(matches, total: int | None, label: str) -> int:
     with Progress(console=err, transient=False) as progress, papp.producer_or_acquire() as producer:
         task = progress.add_task(label, total=total)
         for match in matches:
-            publish_match(papp, match, queue=settings.queue, producer=producer)
+            publish_match(papp, match, queue=settings.queue, producer=producer, validate=False)
             n += 1
             progress.advance(task)
     return n
@@ -571,6 +571,8 @@ app.add_typer(dead_letters_app, name="dead-letters")
 from worker.cli.policy import check_published_command, policy_app  # noqa: E402
 
 app.add_typer(policy_app, name="policy")
+from worker.cli.importer import import_log  # noqa: E402
+app.command("import")(import_log)
 app.command("check-published")(check_published_command)
 
 
