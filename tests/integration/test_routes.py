@@ -194,3 +194,14 @@ def test_publish_match_refuses_a_naive_datetime_before_publishing(clean):
     time.sleep(0.5)
     with clean.connect() as conn:
         assert conn.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 0
+
+
+def test_bytes_that_are_not_json_pushed_on_the_list_are_kept_as_they_came(clean):
+    """``LPUSH ratings <not UTF-8, not JSON>``: an ``undecodable_body`` dead letter holding those bytes."""
+    raw = b"\xff\xfe not json at all \x00"
+    clean.redis.lpush(clean.queue, raw)
+    counts = clean.wait_drained(1, timeout=60)
+    assert (counts.applied, counts.dead_letters) == (0, 1)
+    with clean.connect() as conn:
+        reason, body, encoding = conn.execute("SELECT reason_code, raw_body, raw_encoding FROM dead_letters").fetchone()
+    assert reason == "undecodable_body" and encoding == "base64" and base64.b64decode(body) == raw
