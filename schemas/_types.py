@@ -30,12 +30,31 @@ _FORBIDDEN_CATEGORIES = {
 }
 
 
+def _forbidden_bmp_class() -> str:
+    """The forbidden categories' code points of the Basic Multilingual Plane as a regex class body
+    of ``\\uXXXX`` ranges (portable: ECMA-262 and Python read them alike)."""
+    ranges: list[list[int]] = []
+    for code in range(0x10000):
+        if unicodedata.category(chr(code)) in _FORBIDDEN_CATEGORIES:
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+
+ID_PATTERN = f"^[^{_forbidden_bmp_class()}]+$"
+"""JSON Schema pattern of an id: no forbidden character of the Basic Multilingual Plane. The few
+forbidden characters above it (invisible format characters such as U+E0001) are checked by the
+worker and listed in the contract's description (a portable pattern cannot name them)."""
+
+
 ID_RULES = (
     "Opaque id, compared exactly: 1 to 128 Unicode characters taken as sent (no trimming, case "
     "folding or normalization). Printable text of any script is fine, spaces and apostrophes "
     "included, e.g. \"Côte d'Ivoire\". Rejected: control characters (Cc), invisible format "
     "characters (Cf), lone surrogates (Cs) and the line/paragraph separators (Zl, Zp); the pattern "
-    "states the Cc part."
+    "states them for the Basic Multilingual Plane."
 )
 
 
@@ -77,7 +96,7 @@ Id = Annotated[
         min_length=1,
         max_length=ID_MAX_LENGTH,
         description=ID_RULES,
-        json_schema_extra={"pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"},
+        json_schema_extra={"pattern": ID_PATTERN},
     ),
     AfterValidator(_check_id_characters),
 ]

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-from collections.abc import Mapping
 from datetime import date, datetime, timedelta, timezone
 from typing import Annotated, Any, Literal
 
@@ -24,13 +22,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from ._types import ID_RULES, Id, LadderName, is_valid_id
+from ._types import ID_RULES, Id, LadderName
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -60,6 +57,14 @@ _CONFIG = ConfigDict(extra="forbid", frozen=True)
 # The models
 # --------------------------------------------------------------------------------------------
 
+def _integral_number(value: Any) -> Any:
+    """A JSON number with no fractional part (``2.0``) is the integer it equals: JSON Schema's
+    ``integer`` type accepts it (2020-12, section 6.1.1), so the contract does too."""
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
 StatCount = Annotated[
     int,
     Field(
@@ -69,6 +74,7 @@ StatCount = Annotated[
         le=MAX_STAT_COUNT,
         description="A count of rounds or moves in this match: a JSON integer from 0 to 1000.",
     ),
+    BeforeValidator(_integral_number),
 ]
 
 
@@ -127,7 +133,8 @@ class PlacedSide(Side):
     ``placement`` is the side's rank, 1 = best; sides with the same placement drew with each other.
     """
 
-    placement: int = Field(strict=True, ge=1, le=MAX_SIDES, description="Rank of this side, 1 = best (1..16); equal ranks drew.")
+    placement: Annotated[int, BeforeValidator(_integral_number)] = Field(
+        strict=True, ge=1, le=MAX_SIDES, description="Rank of this side, 1 = best (1..16); equal ranks drew.")
 
 
 class Score(BaseModel):
@@ -135,8 +142,8 @@ class Score(BaseModel):
 
     model_config = _CONFIG
 
-    side_a: float = Field(ge=0, le=1e6, allow_inf_nan=False, description="Points of side A (>= 0).")
-    side_b: float = Field(ge=0, le=1e6, allow_inf_nan=False, description="Points of side B (>= 0).")
+    side_a: float = Field(strict=True, ge=0, le=1e6, allow_inf_nan=False, description="Points of side A (>= 0).")
+    side_b: float = Field(strict=True, ge=0, le=1e6, allow_inf_nan=False, description="Points of side B (>= 0).")
 
 
 OPTIONAL_CONTEXT = ("home", "score", "season", "sides", "side_a", "side_b", "outcome")
@@ -145,13 +152,62 @@ canonical form (and payload hash) they had before these fields existed."""
 
 
 def _schema_version_is_an_int(value: Any) -> Any:
-    # Literal[1] on its own would accept True and 1.0 (they compare equal to 1).
+    # Literal[1] on its own would accept True (it compares equal to 1); 1.0 is the JSON number 1.
+    value = _integral_number(value)
     if type(value) is not int:
         raise PydanticCustomError("literal_error", "Input should be 1")
     return value
 
 
-_DATE_TIME_PREFIX = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}")
+DATE_TIME_PATTERN = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+    r"(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+"""``finished_at``: an RFC 3339 date-time (section 5.6) with a UTC offset, leap second excluded;
+the calendar (no 30 February) is the ``date-time`` format's part."""
+
+_DATE_TIME = re.compile(DATE_TIME_PATTERN.replace("$", r"\Z"))
+
+SEMANTIC_CHECKS = (
+    "Checked by the worker beyond this schema (JSON Schema cannot state them): "
+    "(1) a player appears at most once in a match, on one side (duplicate_player); "
+    "(2) finished_at lies between 1800-01-01T00:00:00Z and one day after the receiving worker's clock "
+    "(timestamp_out_of_range); "
+    "(3) ids hold no invisible format character outside the Basic Multilingual Plane, e.g. U+E0001 "
+    "(invalid_id); "
+    "(4) the message is at most 65536 bytes of UTF-8 JSON text with no key repeated in an object "
+    "(too_large, schema_violation). "
+    "The date-time format of finished_at is asserted (RFC 3339: a real calendar date). A number with "
+    "no fractional part (2.0) is an integer, as in JSON Schema. A pattern's $ is the end of the text "
+    "(ECMA-262)."
+)
+"""The checks of :func:`parse_match_finished` that the JSON Schema does not express; appended to
+the schema's description, and the ones the differential test excludes from its comparison."""
+
+_FORMS = {
+    "anyOf": [
+        {
+            "title": "two sides",
+            "required": ["side_a", "side_b", "outcome"],
+            "properties": {"side_a": {"not": {"type": "null"}}, "side_b": {"not": {"type": "null"}},
+                           "outcome": {"not": {"type": "null"}}, "sides": {"type": "null"}},
+        },
+        {
+            "title": "three or more sides",
+            "required": ["sides"],
+            "properties": {"sides": {"not": {"type": "null"}}, "side_a": {"type": "null"},
+                           "side_b": {"type": "null"}, "outcome": {"type": "null"}, "home": {"type": "null"},
+                           "score": {"type": "null"}},
+        },
+    ]
+}
+
+
+def _contract_schema(schema: dict[str, Any]) -> None:
+    """Add what the model's validators check to the generated JSON Schema: the two forms of a
+    match, and the list of semantic checks in the description."""
+    schema.update(_FORMS)
+    schema["description"] = schema.get("description", "").rstrip() + "\n\n" + SEMANTIC_CHECKS
 
 
 class MatchFinished(BaseModel):
@@ -184,7 +240,7 @@ class MatchFinished(BaseModel):
     order, whitespace and the UTC offset used do not matter. ``finished_at`` is stored in UTC.
     """
 
-    model_config = _CONFIG
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_contract_schema)
 
     schema_version: Annotated[Literal[1], BeforeValidator(_schema_version_is_an_int)] = Field(
         description="Contract version; this document describes version 1."
@@ -194,6 +250,7 @@ class MatchFinished(BaseModel):
     )
     ladder: LadderName
     finished_at: AwareDatetime = Field(
+        json_schema_extra={"pattern": DATE_TIME_PATTERN},
         description=(
             "When the match ended: an ISO 8601 / RFC 3339 date-time with a UTC offset, e.g. "
             "\"2024-05-01T18:30:00Z\" or \"2024-05-01T20:30:00+02:00\"; on or after 1800-01-01 and at "
@@ -230,11 +287,13 @@ class MatchFinished(BaseModel):
         if isinstance(value, datetime):
             return value
         if isinstance(value, str):
-            if _DATE_TIME_PREFIX.match(value):
+            if _DATE_TIME.match(value):
                 return value
+            if re.match(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?\Z", value):
+                raise PydanticCustomError("timezone_aware", "Input should have timezone info")
             raise PydanticCustomError(
                 "timestamp_format",
-                "Input should be an ISO 8601 date-time like 2024-05-01T18:30:00Z",
+                "Input should be an RFC 3339 date-time like 2024-05-01T18:30:00Z",
             )
         if isinstance(value, date):
             kind = "a date without a time"
@@ -328,318 +387,5 @@ class MatchFinished(BaseModel):
         return hashlib.sha256(self.canonical_json()).hexdigest()
 
 
-# --------------------------------------------------------------------------------------------
-# Parsing with reason codes
-# --------------------------------------------------------------------------------------------
-
-REASON_CODES: tuple[str, ...] = (
-    # Decided before the fields are looked at, in this order.
-    "too_large",
-    "not_json",
-    "not_an_object",
-    # From field validation: when a message has several problems, the code earliest in this list
-    # is reported (ties: the first problem in field order). A different schema_version means the
-    # rest of the message follows another contract, so it goes first; then the shape of the object
-    # (keys, JSON types), then the value rules field by field, then rules across fields.
-    "unsupported_schema_version",
-    "unknown_field",
-    "missing_field",
-    "wrong_type",
-    "invalid_id",
-    "invalid_ladder",
-    "invalid_timestamp",
-    "naive_timestamp",
-    "timestamp_out_of_range",
-    "empty_side",
-    "too_many_players",
-    "count_out_of_range",
-    "invalid_outcome",
-    "duplicate_player",
-    "mixed_forms",
-    "schema_violation",
-)
-"""Every reason code :func:`parse_match_finished` can give, in priority order."""
-
-_PRIORITY = {code: rank for rank, code in enumerate(REASON_CODES)}
-
-# Field name -> field group, for the rules that depend on which field failed.
-_FIELD_GROUP = {
-    "schema_version": "schema_version",
-    "match_id": "id",
-    "player_id": "id",
-    "ladder": "ladder",
-    "finished_at": "timestamp",
-    "players": "players",
-    "outcome": "outcome",
-    **{name: "count" for name in SedmaStats.model_fields},
-}
-
-# (field group or "*" for any field, pydantic error type) -> reason code.
-# Lookup tries the field's group first, then "*"; anything not listed is "schema_violation".
-_REASONS: dict[tuple[str, str], str] = {
-    ("*", "missing"): "missing_field",
-    ("*", "extra_forbidden"): "unknown_field",
-    ("*", "model_type"): "wrong_type",
-    ("*", "model_attributes_type"): "wrong_type",
-    ("*", "list_type"): "wrong_type",
-    ("*", "string_type"): "wrong_type",
-    ("*", "int_type"): "wrong_type",
-    ("*", "timestamp_type"): "wrong_type",
-    ("*", "duplicate_player"): "duplicate_player",
-    ("*", "two_forms"): "mixed_forms",
-    ("schema_version", "literal_error"): "unsupported_schema_version",
-    ("id", "string_too_short"): "invalid_id",
-    ("id", "string_too_long"): "invalid_id",
-    ("id", "id_character"): "invalid_id",
-    ("id", "string_unicode"): "invalid_id",  # a lone surrogate ("\ud800" escape)
-    ("ladder", "string_too_short"): "invalid_ladder",
-    ("ladder", "string_too_long"): "invalid_ladder",
-    ("ladder", "string_pattern_mismatch"): "invalid_ladder",
-    ("ladder", "string_unicode"): "invalid_ladder",
-    ("timestamp", "timestamp_format"): "invalid_timestamp",
-    ("timestamp", "datetime_parsing"): "invalid_timestamp",
-    ("timestamp", "datetime_from_date_parsing"): "invalid_timestamp",
-    ("timestamp", "datetime_object_invalid"): "invalid_timestamp",
-    ("timestamp", "timezone_aware"): "naive_timestamp",
-    ("timestamp", "timestamp_out_of_range"): "timestamp_out_of_range",
-    ("players", "too_short"): "empty_side",
-    ("players", "too_long"): "too_many_players",
-    ("count", "greater_than_equal"): "count_out_of_range",
-    ("count", "less_than_equal"): "count_out_of_range",
-    ("outcome", "literal_error"): "invalid_outcome",
-}
-
-# What the sender should change, per reason code (appended to the detail).
-_HINTS = {
-    "too_large": f"a match-finished message is at most {MAX_MESSAGE_BYTES} bytes of UTF-8 JSON",
-    "not_json": "send one JSON object encoded as UTF-8 (no BOM, no NaN or Infinity)",
-    "not_an_object": 'send a JSON object like {"schema_version": 1, "match_id": ...}',
-    "unsupported_schema_version": "this worker reads schema_version 1; send version 1 or route the message to a consumer of its version",
-    "unknown_field": "remove the field; version 1 accepts only the fields in schemas/json/match_finished.v1.json",
-    "missing_field": "add the field; the required fields are listed in schemas/json/match_finished.v1.json",
-    "wrong_type": "send the JSON type the schema names: ids, ladder, finished_at and outcome are strings, counts are integers, sides and stats are objects, players is an array",
-    "invalid_id": "ids are 1 to 128 characters without control or invisible format characters",
-    "invalid_ladder": 'a ladder name is 1 to 64 characters of a-z, 0-9, "_", ".", "-", starting with a letter or digit, e.g. "sedma-ranked"',
-    "invalid_timestamp": 'finished_at is an ISO 8601 date-time with a UTC offset, e.g. "2024-05-01T18:30:00Z"',
-    "naive_timestamp": 'add a UTC offset to finished_at, e.g. "2024-05-01T18:30:00Z" or "2024-05-01T20:30:00+02:00"',
-    "timestamp_out_of_range": "finished_at must be on or after 1800-01-01 and at most one day after the current UTC time; check the game server's clock",
-    "empty_side": "each side needs at least one player",
-    "too_many_players": f"a side has at most {MAX_PLAYERS_PER_SIDE} players",
-    "count_out_of_range": f"stats counts are integers from 0 to {MAX_STAT_COUNT}",
-    "invalid_outcome": 'outcome is one of "side_a_won", "side_b_won", "draw"',
-    "duplicate_player": "each player may appear once in a match, on one side only",
-    "mixed_forms": "send either side_a, side_b and outcome (two sides) or sides with placements (three or more), not both",
-    "schema_violation": "see schemas/json/match_finished.v1.json",
-}
-
-_MAX_INPUT_SHOWN = 60
-_MAX_OTHER_PROBLEMS_SHOWN = 3
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class InvalidMessage(ValueError):
-    """A match-finished message that cannot be applied: goes to the dead letters as is.
-
-    ``reason_code`` is one of :data:`REASON_CODES` (a stable label for counters and queries);
-    ``detail`` says which field, what was wrong and what to change (ASCII-safe for logs);
-    ``match_id`` is the message's match id when the input held a valid one, else None.
-    """
-
-    reason_code: str
-    detail: str
-    match_id: str | None
-
-    def __init__(self, reason_code: str, detail: str, match_id: str | None = None) -> None:
-        super().__init__(reason_code, detail, match_id)  # args mirror __init__: the exception pickles
-        self.reason_code = reason_code
-        self.detail = detail
-        self.match_id = match_id
-
-    def __str__(self) -> str:
-        return f"{self.reason_code}: {self.detail}"
-
-
-def parse_match_finished(raw: bytes | str | Mapping[str, Any] | object) -> MatchFinished:
-    """Validate one match-finished message; raise :class:`InvalidMessage` if it is not valid.
-
-    ``raw`` is the JSON text (``bytes``/``bytearray``/``memoryview`` as UTF-8, or ``str``) or an
-    already-decoded object (what a Celery task receives: usually a dict). A decoded object is first
-    written back to JSON with ``json.dumps`` (datetimes as ISO 8601, other mappings as objects) and
-    that text is validated exactly like a raw body, so both routes accept and reject the same
-    messages; its size is ``len(json.dumps(obj))``.
-
-    Checks in order: size (``too_large``), UTF-8 and JSON syntax (``not_json``; NaN, Infinity and
-    integers over 4300 digits included), repeated keys in one object (``schema_violation``), a JSON
-    object at the top (``not_an_object``), then the fields. When the fields have several problems
-    the reason code earliest in :data:`REASON_CODES` is reported; the detail names it first and
-    lists a few of the others.
-    """
-    if isinstance(raw, MatchFinished):
-        return raw
-    if isinstance(raw, str):
-        try:
-            body = raw.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidMessage("not_json", _with_hint("not_json", f"the text is not valid Unicode: {exc}")) from None
-    elif isinstance(raw, (bytes, bytearray, memoryview)):
-        body = bytes(raw)
-    else:
-        body = _encode_decoded_object(raw)
-
-    if len(body) > MAX_MESSAGE_BYTES:
-        raise InvalidMessage(
-            "too_large",
-            _with_hint("too_large", f"the message is {len(body)} bytes, over the limit of {MAX_MESSAGE_BYTES}"),
-        )
-    obj = _decode_json(body)
-    if not isinstance(obj, dict):
-        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(obj), "a number")
-        raise InvalidMessage("not_an_object", _with_hint("not_an_object", f"the message is {kind}, not a JSON object"))
-
-    match_id = obj.get("match_id")
-    match_id = match_id if is_valid_id(match_id) else None
-    try:
-        return MatchFinished.model_validate(obj)
-    except ValidationError as exc:
-        reason_code, detail = _explain(exc)
-        raise InvalidMessage(reason_code, detail, match_id) from None
-
-
-def _encode_decoded_object(obj: object) -> bytes:
-    def to_json(value: object) -> object:
-        if isinstance(value, Mapping):
-            return dict(value)
-        if isinstance(value, (datetime, date)):  # e.g. from kombu's JSON decoder
-            return value.isoformat()
-        raise TypeError(f"values of type {type(value).__name__} are not JSON")
-
-    try:
-        text = json.dumps(obj, allow_nan=False, default=to_json)
-    except RecursionError:
-        detail = "the object is nested too deeply to be JSON"
-    except (TypeError, ValueError) as exc:
-        detail = f"the object cannot be written as JSON: {exc}"
-    else:
-        return text.encode("utf-8")  # ensure_ascii: plain ASCII, so never fails
-    raise InvalidMessage("not_json", _with_hint("not_json", _printable(detail)))
-
-
-class _RepeatedKey(ValueError):
-    pass
-
-
-def _object_without_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _RepeatedKey(key)
-        obj[key] = value
-    return obj
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {text[:_MAX_INPUT_SHOWN]} is too large")
-    return value
-
-
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > 4300:  # Python's own limit for int(str)
-        raise ValueError(f"an integer with {len(text)} digits is too long")
-    return int(text)
-
-
-def _decode_json(body: bytes) -> Any:
-    try:
-        text = body.decode("utf-8")
-        return json.loads(
-            text,
-            object_pairs_hook=_object_without_repeated_keys,
-            parse_constant=_reject_constant,
-            parse_float=_parse_float,
-            parse_int=_parse_int,
-        )
-    except _RepeatedKey as exc:
-        key = json.dumps(exc.args[0])
-        raise InvalidMessage(
-            "schema_violation",
-            f"the key {key} appears twice in one JSON object. Fix: send each key once.",
-        ) from None
-    except UnicodeDecodeError as exc:
-        detail = f"the body is not UTF-8: {exc}"
-    except RecursionError:
-        detail = "the JSON is nested too deeply"
-    except ValueError as exc:  # json.JSONDecodeError is a ValueError
-        detail = f"the body is not JSON: {exc}"
-    raise InvalidMessage("not_json", _with_hint("not_json", _printable(detail)))
-
-
-def _reason_code(error: Mapping[str, Any]) -> str:
-    field = next((part for part in reversed(error["loc"]) if isinstance(part, str)), "")
-    group = _FIELD_GROUP.get(field, "")
-    kind = error["type"]
-    return _REASONS.get((group, kind)) or _REASONS.get(("*", kind)) or "schema_violation"
-
-
-def _explain(exc: ValidationError) -> tuple[str, str]:
-    """Pick the reason code by priority and write the detail: main problem, hint, a few others."""
-    problems = sorted(
-        ((_reason_code(error), index, error) for index, error in enumerate(exc.errors(include_url=False))),
-        key=lambda item: (_PRIORITY[item[0]], item[1]),
-    )
-    reason_code, _, first = problems[0]
-    detail = _with_hint(reason_code, _describe(first))
-    others = problems[1:]
-    if others:
-        shown = "; ".join(f"{_describe(error)} [{code}]" for code, _, error in others[:_MAX_OTHER_PROBLEMS_SHOWN])
-        more = len(others) - _MAX_OTHER_PROBLEMS_SHOWN
-        detail += f" Also: {shown}" + (f"; and {more} more." if more > 0 else ".")
-    return reason_code, _printable(detail)
-
-
-def _describe(error: Mapping[str, Any]) -> str:
-    path = _path(error["loc"])
-    text = f"{path}: {error['msg']}"
-    if error["loc"] and error["type"] not in ("missing", "extra_forbidden"):
-        text += f" (got {_shown(error['input'])})"
-    return text
-
-
-def _path(loc: tuple[int | str, ...]) -> str:
-    if not loc:
-        return "message"
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif _NAME.fullmatch(part):
-            path += f".{part}" if path else part
-        else:
-            path += f"[{json.dumps(part)}]"
-    return path
-
-
-def _shown(value: Any) -> str:
-    try:
-        text = json.dumps(value, default=str)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    if len(text) > _MAX_INPUT_SHOWN:
-        text = text[: _MAX_INPUT_SHOWN - 3] + "..."
-    return text
-
-
-def _with_hint(reason_code: str, text: str) -> str:
-    return f"{text}. Fix: {_HINTS[reason_code]}."
-
-
-def _printable(text: str) -> str:
-    """Escape anything a log line or a database text column could choke on or be spoofed by."""
-    if text.isprintable():
-        return text
-    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
+# Parsing with reason codes lives in schemas/parsing.py; re-exported here for existing imports.
+from .parsing import REASON_CODES, InvalidMessage, parse_match_finished  # noqa: E402

@@ -840,9 +840,14 @@ def test_keda_scales_the_worker_on_the_queue_it_consumes():
     target = scaled["spec"]["scaleTargetRef"]
     assert target["name"] == _find("Deployment", "ratings-worker")["metadata"]["name"]
     assert target.get("kind", "Deployment") == "Deployment"
-    (trigger,) = scaled["spec"]["triggers"]
+    trigger, *priority_lists = scaled["spec"]["triggers"]
     assert trigger["type"] == "redis"
     assert trigger["metadata"]["listName"] == _config()["RATINGS_QUEUE"] == _default("queue")
+    # kombu's default priority lists (priority 3-5, 6-8, 9), named as the worker consumes them
+    from worker.service.transport import queue_keys
+    assert [t["metadata"]["listName"] for t in priority_lists] == [
+        k for k in queue_keys(trigger["metadata"]["listName"]) if k[-2:-1] == "\x16" and k[-1] in "369"]
+    assert all(t["type"] == "redis" and t["authenticationRef"] == trigger["authenticationRef"] for t in priority_lists)
     assert int(trigger["metadata"]["listLength"]) > 0
     assert scaled["spec"]["minReplicaCount"] >= 1, "with no worker, a message reserved by a dead one is never restored"
     assert scaled["spec"]["maxReplicaCount"] >= scaled["spec"]["minReplicaCount"]

@@ -69,7 +69,7 @@ def dead_letters_requeue(
     refused) is never requeued: it would have to be unpickled.
     """
     from worker.ops.requeue import RequeueRefused, requeue_body
-    from worker.producer import producer_app, publish_match
+    from worker.producer import producer_app, publish_body
 
     settings = get_settings()
     papp = producer_app(require_broker_url())
@@ -88,7 +88,7 @@ def dead_letters_requeue(
                 failed = True
                 continue
             with conn.transaction():
-                task_id = publish_match(papp, body, queue=settings.queue)
+                task_id = publish_body(papp, body, queue=settings.queue)
                 repository.resolve_dead_letter(conn, dead_letter_id, "requeued", who_asks(by), task_id)
             console.print(f"dead letter {dead_letter_id} requeued as task {task_id}")
     if failed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from worker.cli import dead_letters, dev, evaluate, ladders, matches, service
+from worker.cli import dead_letters, dev, evaluate, importer, ladders, matches, service
 from worker.cli.common import err
 from worker.cli.policy import check_published_command, policy_app
 from worker.extras import MissingExtra
@@ -31,6 +31,7 @@ app.command()(ladders.rebuild)
 app.command()(ladders.rebuilds)
 app.add_typer(dead_letters.dead_letters_app, name="dead-letters")
 app.add_typer(policy_app, name="policy")
+app.command("import")(importer.import_log)
 app.command("check-published")(check_published_command)
 app.command()(service.doctor)
 app.command()(dev.demo)

@@ -23,7 +23,7 @@ def _publish_all(matches, total: int | None, label: str) -> int:
     with Progress(console=err, transient=False) as progress, papp.producer_or_acquire() as producer:
         task = progress.add_task(label, total=total)
         for match in matches:
-            publish_match(papp, match, queue=settings.queue, producer=producer)
+            publish_match(papp, match, queue=settings.queue, producer=producer, validate=False)
             n += 1
             progress.advance(task)
     return n

@@ -10,6 +10,7 @@ import redis
 from engine import RatingPolicy
 from worker import store as repository
 from worker.ops.verify import verify_ladder
+from worker.service.transport import queue_keys
 from worker.settings import Settings
 from worker.store.connection import DatabaseError, connect
 from worker.store.outbox_lag import outbox_lag as read_outbox_lag
@@ -25,8 +26,13 @@ class Finding:
 
 
 def queue_depth(client: redis.Redis, queue: str) -> tuple[int, int]:
-    """(queued, reserved-but-unacknowledged) messages of ``queue`` on the Redis broker."""
-    queued = client.llen(queue)
+    """(queued, reserved-but-unacknowledged) messages of ``queue`` on the Redis broker; queued
+    counts every list a producer can fill for the queue, priority lists included
+    (:func:`worker.service.transport.queue_keys`)."""
+    with client.pipeline(transaction=False) as pipe:
+        for key in queue_keys(queue):
+            pipe.llen(key)
+        queued = sum(pipe.execute())
     reserved = 0
     for value in client.hvals("unacked"):
         try:

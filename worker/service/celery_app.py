@@ -32,11 +32,13 @@ from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
 
+from worker.service import decoding
 from worker.settings import Settings
 
 
 def configure(app: Celery, settings: Settings) -> Celery:
     """Apply the worker's Celery configuration from ``settings`` to ``app``; return ``app``."""
+    decoding.install()  # one decoding of every JSON body: no kombu type markers, exact argument text
     app.conf.update(
         broker_url=settings.broker_url,
         broker_connection_retry_on_startup=True,

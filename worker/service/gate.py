@@ -21,8 +21,8 @@ import stamina
 from celery.worker.consumer import Consumer
 from kombu.exceptions import ContentDisallowed
 
-from worker.service import observability
 from worker import store as repository
+from worker.service import observability
 from worker.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,8 @@ class RatingsConsumer(Consumer):
         """A refused content type (pickle, yaml, ...) or a task message Celery finds invalid."""
         if isinstance(exc, ContentDisallowed):
             self._dead_letter(message, "content_type_refused",
-                              f"content type {message.content_type!r} refused: only application/json is accepted ({exc})")
+                              f"content type {message.content_type!r} refused: only application/json is accepted "
+                              f"({exc})")
         else:
             self._dead_letter(message, "invalid_task_message", f"invalid task message: {exc}")
 

@@ -95,10 +95,14 @@ class DatabaseCollector:
 
     ``ratings_outbox_lag_seconds``: age of the oldest unpublished outbox row (0 when none);
     ``ratings_outbox_unpublished``; ``ratings_stream_length``; ``ratings_rating_pool_drift`` per
-    ladder: sum of ratings minus initial rating × players (rating points; inflation when > 0).
+    ladder: sum of ratings minus initial rating × players (rating points; inflation when > 0);
+    ``ratings_queue_messages`` (when ``queue`` is given): messages waiting in every list of the
+    queue (:func:`worker.service.transport.queue_keys`, priority lists included).
     """
 
-    def __init__(self, database_url: str, redis_client, stream: str, initial_ratings: dict[str, float]):
+    def __init__(self, database_url: str, redis_client, stream: str, initial_ratings: dict[str, float],
+                 queue: str | None = None):
+        self.queue = queue
         self.database_url = database_url
         self.redis = redis_client
         self.stream = stream
@@ -125,11 +129,17 @@ class DatabaseCollector:
                         drift.add_metric([ladder], float(total) - initial * players)
         except DatabaseError:
             pass  # an unreachable database shows as missing gauges; /readyz says why
+        queued = GaugeMetricFamily("ratings_queue_messages",
+                                   "Messages waiting in every list of the ratings queue (priority lists included)")
         try:
             stream_len.add_metric([], float(self.redis.xlen(self.stream)))
+            if self.queue is not None:
+                from worker.service.transport import queue_keys
+
+                queued.add_metric([], float(sum(self.redis.llen(key) for key in queue_keys(self.queue))))
         except Exception:  # noqa: BLE001 - the broker may be down; readiness reports it
             pass
-        yield from (lag, unpublished, drift, stream_len)
+        yield from (lag, unpublished, drift, stream_len, queued)
 
 
 def registry(extra_collectors=()) -> CollectorRegistry:

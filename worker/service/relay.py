@@ -66,7 +66,8 @@ def serve_relay_http(settings: Settings, policies: dict) -> observability.Heartb
     heartbeat = observability.Heartbeat(max_age=3 * settings.relay_idle_wait + 30)
     client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
     collector = observability.DatabaseCollector(
-        settings.database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()}
+        settings.database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()},
+        settings.queue,
     )
 
     def ready() -> tuple[bool, dict]:

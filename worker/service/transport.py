@@ -32,27 +32,90 @@ between the two steps) once their owner has not refreshed its entry in the ``una
 sorted set for ``visibility_timeout`` seconds, as kombu does for the ``unacked`` hash.
 
 Everything else is kombu's: acknowledgement, reject/requeue, and the visibility-timeout restore
-from the ``unacked`` hash. Limits: the server must be Redis >= 6.2 (``BLMOVE``); priorities are
-not used (``priority_steps`` is ``[0]``: a message of any priority published by this transport goes
-to the plain queue list); a channel consuming from several queues at once falls back to kombu's
-``BRPOP`` (which ``BLMOVE``, single-key, cannot replace) and logs that the window is open.
+from the ``unacked`` hash. Limits: the server must be Redis >= 6.2 (``BLMOVE``); a channel
+consuming from several queues at once falls back to kombu's ``BRPOP`` (which ``BLMOVE``,
+single-key, cannot replace) and logs that the window is open.
+
+Every list a producer can fill for a queue is consumed (:func:`queue_keys`). kombu's Redis transport
+puts a message with a priority in a list of its own: ``<queue><sep><step>``, where ``step`` is the
+largest of the producer's ``priority_steps`` (default ``[0, 3, 6, 9]``) not above the message's
+priority (0..9, clamped), ``sep`` is ``"\x06\x16"`` by default and ``":"`` in the configuration
+Celery's documentation recommends, and step 0 is the queue's own list. A worker that watched only
+the plain list stranded priorities 3 to 9 for ever. So each poll first takes, in one atomic script
+(:data:`TAKE_FIRST`), the oldest message of the most urgent non-empty list (kombu's order on Redis:
+priority 0 first, 9 last) into the in-flight list; only when every list is empty does it block
+(``BLMOVE``, at most ``brpop_timeout`` seconds, 1 s by default) on the plain list, so a message in
+another list waits at most that long on an idle worker. A message put back by a recovery or a
+requeue goes to the plain list. An item that is not a kombu message envelope at all (someone
+``LPUSH``-ed a bare match) is delivered wrapped in one (:func:`envelope`), so the consumer turns it
+into a dead letter with its exact bytes, instead of failing on it for ever.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import socket
 import uuid
+from queue import Empty
 from time import monotonic, time
 
 import redis
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
-from queue import Empty
 
 log = logging.getLogger(__name__)
+
+SEPARATORS = ("\x06\x16", ":")
+"""Separators of kombu's priority lists: kombu's default, then the one Celery's documentation
+recommends (``broker_transport_options={"sep": ":", "priority_steps": list(range(10))}``)."""
+
+PRIORITIES = range(10)
+"""Message priorities kombu's Redis transport knows (``min_priority`` 0 .. ``max_priority`` 9)."""
+
+
+def queue_keys(queue: str) -> list[str]:
+    """Every Redis list in which a kombu or Celery producer can place a message for ``queue``,
+    most urgent first (kombu's order on Redis: priority 0 before 9): ``queue`` itself (priority 0,
+    and any priority when the producer's ``priority_steps`` is ``[0]``), then
+    ``queue + sep + str(p)`` for p = 1..9 and each of :data:`SEPARATORS`.
+
+    The one place the worker, ``ratings doctor``, the queue-depth metric and the autoscaling
+    trigger get the queue's key names from. Keys have no global key prefix.
+    """
+    return [queue] + [f"{queue}{sep}{p}" for p in PRIORITIES if p for sep in SEPARATORS]
+
+
+def envelope(item: bytes | str, queue: str) -> dict:
+    """The kombu message envelope of one raw list item: the item decoded when it is one (a JSON
+    object whose ``properties`` hold a string ``delivery_tag``), else a new envelope carrying the
+    item's exact bytes as a base64 body (content type ``application/json``, no task header), so
+    Celery's consumer hands it to :class:`worker.service.gate.RatingsConsumer` as "not a task
+    message" or "undecodable body" with those bytes kept. Never raises."""
+    raw = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
+    try:
+        payload = loads(raw.decode("utf-8"))
+    except (ValueError, TypeError, UnicodeDecodeError):
+        payload = None
+    props = payload.get("properties") if isinstance(payload, dict) else None
+    if isinstance(props, dict) and isinstance(props.get("delivery_tag"), str):
+        return payload
+    return {
+        "body": base64.b64encode(raw).decode("ascii"),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {},
+        "properties": {
+            "body_encoding": "base64",
+            "delivery_tag": f"wrapped-{uuid.uuid4()}",
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "delivery_mode": 2,
+            "priority": 0,
+        },
+    }
+
 
 INFLIGHT = "unacked_inflight"
 """Sorted set of in-flight lists (member: the list's key, score: the owner's last refresh)."""
@@ -65,28 +128,42 @@ redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
 return 1
 """
 
-# KEYS: queue, unacked_index, unacked. ARGV: most messages to take, now. Returns the raw messages
-# taken, oldest first. Each is popped and recorded as unacknowledged (as QoS.append records it) in
-# this one atomic script, so there is no window in which Redis holds it nowhere.
+# KEYS: unacked_index, unacked, then the queue's lists most urgent first. ARGV: most messages to
+# take, now. Returns the raw messages taken, most urgent list first, oldest first in each. Each is
+# popped and recorded as unacknowledged (as QoS.append records it) in this one atomic script, so
+# there is no window in which Redis holds it nowhere.
 TAKE_MORE = """
 local out = {}
-for i = 1, tonumber(ARGV[1]) do
-  local raw = redis.call('RPOP', KEYS[1])
-  if not raw then break end
-  local ok, payload = pcall(cjson.decode, raw)
-  local props = ok and type(payload) == 'table' and payload['properties']
-  local tag = type(props) == 'table' and props['delivery_tag']
-  if type(tag) ~= 'string' then
-    redis.call('RPUSH', KEYS[1], raw)  -- not a message this script understands: back where it was
-    break
+local room = tonumber(ARGV[1])
+for k = 3, #KEYS do
+  while #out < room do
+    local raw = redis.call('RPOP', KEYS[k])
+    if not raw then break end
+    local ok, payload = pcall(cjson.decode, raw)
+    local props = ok and type(payload) == 'table' and payload['properties']
+    local tag = type(props) == 'table' and props['delivery_tag']
+    if type(tag) ~= 'string' then
+      redis.call('RPUSH', KEYS[k], raw)  -- not a message this script understands: back where it was
+      return out
+    end
+    local info = type(props['delivery_info']) == 'table' and props['delivery_info'] or {}
+    redis.call('ZADD', KEYS[1], ARGV[2], tag)
+    redis.call('HSET', KEYS[2], tag, '[' .. raw .. ',' .. cjson.encode(info['exchange'] or '') .. ','
+                                     .. cjson.encode(info['routing_key'] or '') .. ']')
+    out[#out + 1] = raw
   end
-  local info = type(props['delivery_info']) == 'table' and props['delivery_info'] or {}
-  redis.call('ZADD', KEYS[2], ARGV[2], tag)
-  redis.call('HSET', KEYS[3], tag, '[' .. raw .. ',' .. cjson.encode(info['exchange'] or '') .. ','
-                                   .. cjson.encode(info['routing_key'] or '') .. ']')
-  out[#out + 1] = raw
 end
 return out
+"""
+
+# KEYS: the in-flight list, then the queue's lists most urgent first. Moves the oldest message of
+# the first non-empty list into the in-flight list and returns it (nil when every list is empty).
+TAKE_FIRST = """
+for k = 2, #KEYS do
+  local raw = redis.call('LMOVE', KEYS[k], KEYS[1], 'RIGHT', 'LEFT')
+  if raw then return raw end
+end
+return false
 """
 
 RECORDED = object()
@@ -174,7 +251,9 @@ class Channel(kombu_redis.Channel):
     QoS = QoS
     priority_steps = [0]
     _pending = None  # (in-flight list, raw message, delivery tag) between the move and the claim
-    _blmove = False  # the command in flight on the polling connection is BLMOVE (else BRPOP)
+    _blmove = False  # one queue consumed: TAKE_FIRST/BLMOVE (else kombu's multi-key BRPOP)
+    _poll_cmd = None  # the command in flight on the polling connection, or the last one sent
+    _key_queue: dict = {}
     _warned_multi = False
 
     def __init__(self, *args, **kwargs):
@@ -186,6 +265,8 @@ class Channel(kombu_redis.Channel):
         return self.global_keyprefix + key
 
     def _inflight(self, source: str) -> str:
+        """This process's in-flight list for queue ``source`` (one for all of its lists: a message
+        recovered from it goes back to the plain list)."""
         key = f"{INFLIGHT}{self.sep}{owner()}{self.sep}{source}"
         if key not in self.connection.inflight_lists:
             self.connection.inflight_lists[key] = source
@@ -220,53 +301,86 @@ class Channel(kombu_redis.Channel):
             log.warning("pushed %d message(s) of dead consumers' in-flight lists back onto their queue", moved)
         return moved
 
+    def _keys(self, queue: str) -> list[str]:
+        """The lists of ``queue``, most urgent first (see :func:`queue_keys`)."""
+        return queue_keys(queue)
+
     def _brpop_start(self, timeout=None):
         queues = self._queue_cycle.consume(len(self.active_queues))
-        keys = [self._q_for_pri(q, pri) for pri in self.priority_steps for q in queues]
-        self._blmove = len(keys) == 1
+        self._blmove = len(queues) == 1
         if not self._blmove:
-            if keys and not self._warned_multi:
+            if queues and not self._warned_multi:
                 self._warned_multi = True
-                log.warning("consuming %d queue keys: BRPOP, a Redis stop between pop and ack "
-                            "bookkeeping can lose a message", len(keys))
-            return super()._brpop_start(timeout)
-        timeout = self.brpop_timeout if timeout is None else timeout
+                log.warning("consuming %d queues: BRPOP, a Redis stop between pop and ack "
+                            "bookkeeping can lose a message", len(queues))
+            if not queues:
+                return None
+            timeout = self.brpop_timeout if timeout is None else timeout
+            self._key_queue = {k: q for q in queues for k in self._keys(q)}
+            lists = [self._keys(q) for q in queues]  # most urgent first, queue after queue
+            keys = [self._k(keys[i]) for i in range(len(lists[0])) for keys in lists]
+            self._poll_cmd = "BRPOP"
+            self._in_poll = self.client.connection
+            self._brpop_sent_at = monotonic()
+            self.client.connection.send_command("BRPOP", *keys, timeout or 0)
+            return None
+        queue = queues[0]
+        inflight = self._inflight(queue)
+        self._poll_keys = (queue, inflight)
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()
-        self._poll_keys = (keys[0], self._inflight(keys[0]))
-        self.client.connection.send_command(
-            "BLMOVE", self._k(keys[0]), self._k(self._poll_keys[1]), "RIGHT", "LEFT", timeout or 0)
+        if self._poll_cmd != "EVAL":  # first look at every list of the queue, most urgent first
+            self._poll_cmd = "EVAL"
+            keys = [self._k(inflight)] + [self._k(k) for k in self._keys(queue)]
+            self.client.connection.send_command("EVAL", TAKE_FIRST, len(keys), *keys)
+        else:  # every list was empty: wait on the plain one, at most brpop_timeout seconds
+            self._poll_cmd = "BLMOVE"
+            timeout = self.brpop_timeout if timeout is None else timeout
+            self.client.connection.send_command(
+                "BLMOVE", self._k(queue), self._k(inflight), "RIGHT", "LEFT", timeout or 0)
 
     def _brpop_read(self, **options):
-        if not self._blmove:
-            return super()._brpop_read(**options)
+        command = self._poll_cmd
         try:
             try:
-                item = self.client.parse_response(self.client.connection, "BLMOVE", **options)
+                reply = self.client.parse_response(self.client.connection, command, **options)
             except self.connection_errors:
                 self.client.connection.disconnect()
+                self._poll_cmd = None
                 raise
-            if not item:
+            if command == "BRPOP":  # several queues: kombu's way, every list of each
+                if not reply:
+                    raise Empty()
+                dest, item = reply
+                queue = self._key_queue[bytes_to_str(dest)[len(self.global_keyprefix):]]
+                self._queue_cycle.rotate(queue)
+                self.connection._deliver(envelope(item, queue), queue)
+                return True
+            if not reply:
+                if command == "BLMOVE":
+                    self._poll_cmd = None  # next poll looks at every list again
                 raise Empty()
-            source, inflight = self._poll_keys
-            self._queue_cycle.rotate(source)
-            self._deliver_moved(inflight, item, source)
-            self._take_more(source)
+            self._poll_cmd = None
+            queue, inflight = self._poll_keys
+            self._queue_cycle.rotate(queue)
+            self._deliver_moved(inflight, reply, queue)
+            self._take_more(queue)
             return True
         finally:
             self._in_poll = None
             self._flush_brpop_reauth()
 
     def _deliver_moved(self, inflight: str, item: bytes, queue: str) -> None:
-        payload = loads(bytes_to_str(item))
+        payload = envelope(item, queue)
         self._pending = (inflight, item, payload["properties"]["delivery_tag"])
         self.connection._deliver(payload, queue)
         self._release_pending()
 
     def _take_more(self, queue: str) -> int:
-        """After a ``BLMOVE`` delivered one message, take what else waits on ``queue`` (up to the
-        prefetch window and :data:`TAKE_MORE_MAX`) in one round trip, each message popped and
-        recorded as unacknowledged atomically (:data:`TAKE_MORE`), and deliver them in order.
+        """After a message was delivered, take what else waits in ``queue``'s lists (most urgent
+        list first; up to the prefetch window and :data:`TAKE_MORE_MAX`) in one round trip, each
+        message popped and recorded as unacknowledged atomically (:data:`TAKE_MORE`), and deliver
+        them in that order.
 
         A backlog then costs one round trip per many messages instead of two per message. Skipped
         for no-ack consumers (nothing would acknowledge what the script records). Returns how many
@@ -278,12 +392,13 @@ class Channel(kombu_redis.Channel):
         room = TAKE_MORE_MAX if room is None else min(room, TAKE_MORE_MAX)
         if room <= 0:
             return 0
+        keys = [self._k(self.qos.unacked_index_key), self._k(self.qos.unacked_key)]
+        keys += [self._k(k) for k in self._keys(queue)]
         with self.conn_or_acquire() as client:
-            raws = _cmd(client, "EVAL", TAKE_MORE, 3, self._k(queue), self._k(self.qos.unacked_index_key),
-                        self._k(self.qos.unacked_key), room, time())
+            raws = _cmd(client, "EVAL", TAKE_MORE, len(keys), *keys, room, time())
         for raw in raws or ():
             payload = loads(bytes_to_str(raw))
-            self._pending = (RECORDED, raw, payload["properties"]["delivery_tag"])
+            self._pending = (RECORDED, raw, payload["properties"]["delivery_tag"])  # type: ignore[assignment]
             try:
                 self.connection._deliver(payload, queue)
             finally:
@@ -300,20 +415,47 @@ class Channel(kombu_redis.Channel):
 
     def _poll_error(self, type, **options):
         if type == "BRPOP" and self._blmove:
-            return self.client.parse_response(self.client.connection, "BLMOVE")
+            return self.client.parse_response(self.client.connection, self._poll_cmd or "BLMOVE")
         return super()._poll_error(type, **options)
 
     def _get(self, queue):
-        key = self._q_for_pri(queue, 0)
-        inflight = self._inflight(key)
+        inflight = self._inflight(queue)
+        keys = [self._k(inflight)] + [self._k(k) for k in self._keys(queue)]
         with self.conn_or_acquire() as client:
-            item = _cmd(client, "LMOVE", self._k(key), self._k(inflight), "RIGHT", "LEFT")
+            item = _cmd(client, "EVAL", TAKE_FIRST, len(keys), *keys)
             self._maybe_update_queues_expire(client, queue)
         if not item:
             raise Empty()
-        payload = loads(bytes_to_str(item))
+        payload = envelope(item, queue)
         self._pending = (inflight, item, payload["properties"]["delivery_tag"])
         return payload
+
+    def _size(self, queue):
+        """Messages waiting in every list of ``queue`` (kombu counts its ``priority_steps`` only)."""
+        with self.conn_or_acquire() as client:
+            with client.pipeline() as pipe:
+                for key in self._keys(queue):
+                    pipe.llen(key)
+                return sum(pipe.execute())
+
+    def _purge(self, queue):
+        with self.conn_or_acquire() as client:
+            with client.pipeline() as pipe:
+                for key in self._keys(queue):
+                    pipe.llen(key).delete(key)
+                return sum(pipe.execute()[::2])
+
+    def _has_queue(self, queue, **kwargs):
+        with self.conn_or_acquire() as client:
+            with client.pipeline() as pipe:
+                for key in self._keys(queue):
+                    pipe.exists(key)
+                return any(pipe.execute())
+
+    def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
+        super()._delete(queue, exchange, routing_key, pattern, *args, **kwargs)
+        with self.conn_or_acquire(client=kwargs.get("client")) as client:
+            client.delete(*self._keys(queue))
 
     def basic_ack_many(self, delivery_tags) -> None:
         """Acknowledge the messages of ``delivery_tags`` in one round trip (see :meth:`QoS.ack_many`)."""
@@ -328,7 +470,7 @@ class Channel(kombu_redis.Channel):
     def basic_consume(self, queue, *args, **kwargs):
         ret = super().basic_consume(queue, *args, **kwargs)
         if queue not in self.active_fanout_queues:
-            self._inflight(self._q_for_pri(queue, 0))
+            self._inflight(queue)
             self.recover_inflight()
         return ret
 
