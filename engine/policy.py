@@ -15,7 +15,14 @@ _EMPTY: Mapping = MappingProxyType({})
 
 
 class Rounding(str, Enum):
-    """How a new rating is rounded after each update."""
+    """How a new rating is rounded after each update (before the floor is applied).
+
+    Edge (issue 11): rounding is monotone, so a winner's rating after is never below its rounded
+    rating before and a loser's never above it. A rating that is not a whole number before the
+    match (a non-integer initial rating or floor, or a season start after regression) can
+    therefore move by up to 0.5 against the result once, when it is first rounded; ratings that
+    are whole numbers (the Sedma seed's) never do.
+    """
 
     NONE = "none"
     """Stored exactly (a double)."""
@@ -83,7 +90,8 @@ class SeasonRegression:
     The player's rating becomes ``rating × (1 − weight) + weight × mean`` (FiveThirtyEight NFL:
     mean 1505, weight 1/3). ``overrides`` maps ``(player_id, season)`` to a rating set instead of
     the regression (operators' fixes; FiveThirtyEight's hand-set team-seasons). A player's first
-    season is never regressed.
+    season is never regressed. :func:`engine.rate` raises the result to the policy's floor when it
+    is below it (issue 11).
     """
 
     mean: float
@@ -107,8 +115,9 @@ class RatingPolicy:
     * ``initial_rating``: rating of a player's first match (rating points); ``initial_ratings``
       overrides it per player id;
     * ``scale``: logistic scale in rating points (400);
-    * ``rounding``: applied to each new rating; ``floor``: ratings never go below it (the points
-      it adds are reported in :attr:`engine.model.RatingChange.floor_points`);
+    * ``rounding``: applied to each new rating; ``floor``: ratings never go below it, after an
+      update or at a season start (the points it adds after an update are reported in
+      :attr:`engine.model.RatingChange.floor_points`);
     * ``difference_cap``: the rating difference used for the expected score is clamped to
       ±cap (FIDE's 400-point rule), or ``None``;
     * ``home_advantage``: rating points added to the home side's rating for the expected score

@@ -43,15 +43,18 @@ def rate(
     :class:`engine.model.PlayerState` (rating, games played, peak, season); a player absent from it
     starts at the policy's initial rating for that player. For each player:
 
-    * at the first match of a new season, the rating is regressed (``policy.season``);
+    * at the first match of a new season, the rating is regressed (``policy.season``), and raised
+      to ``policy.floor`` if that left it below;
     * a side's rating is the mean (or sum) of its players' ratings, plus the home advantage for the
       home side; for each pair of sides, expected score E = 1 / (1 + 10^((R_opp − R_own) / scale)),
-      with R_opp − R_own clamped to ±``difference_cap`` when the policy has one;
+      with R_opp − R_own clamped to ±``difference_cap`` when the policy has one, saturating at 0
+      and 1 where 10^x overflows (:func:`engine.elo.expected_score`);
     * actual score S = 1 / 0.5 / 0 for a win / draw / loss against that side (by placement), then
       adjusted by the player's own Sedma performance when the policy has one
       (:class:`engine.sedma.SedmaAdjustment`);
     * K from the player's rating, games played and peak before the match, times the
-      margin-of-victory multiplier; new rating = round(R + K · Σ (S − E)), K divided by the number
+      margin-of-victory multiplier (> 0: its divisor is floored, :class:`engine.policy.MarginOfVictory`);
+      new rating = round(R + K · Σ (S − E)), K divided by the number
       of opposing sides in a free-for-all; then at least ``policy.floor``.
 
     For a 1v1 Sedma match this is exactly the seed's ``CalculateNewRatings``; for a two-sided
