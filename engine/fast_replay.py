@@ -15,8 +15,8 @@ It gets there without changing any arithmetic:
   so a cached value is the value. The caches are cleared when they reach
   :data:`CACHE_LIMIT` entries, so memory stays bounded whatever the length of the ledger.
 
-The expected score, the update ``R + K * (S - E)``, the team mean ``sum(r) / len(r)`` and the
-rounding are written exactly as :mod:`engine.elo`, :mod:`engine.rating` and
+The expected score (with :func:`engine.elo.expected_score`'s saturation at 0 and 1), the update
+``R + K * (S - E)``, the team mean ``sum(r) / len(r)`` and the rounding are written exactly as :mod:`engine.elo`, :mod:`engine.rating` and
 :class:`engine.policy.RatingPolicy` write them, so the same floating-point operations happen in
 the same order.
 """
@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from engine.elo import expected_score
 from engine.k_factor import ConstantK
 from engine.model import FreeForAll, Match, Participant
 from engine.policy import RatingPolicy, Rounding
@@ -139,9 +140,16 @@ class Replayer:
             sb = get(id_b)
             ra = initial if sa is None else sa[0]
             rb = initial if sb is None else sb[0]
-            # engine.elo.expected_score, once from each side (not 1 - E: the same bits as rate()).
-            ea = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
-            eb = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
+            # engine.elo.expected_score, once from each side (not 1 - E: the same bits as rate()),
+            # with its saturation at 0 and 1 where 10 ** x overflows.
+            try:
+                ea = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
+            except OverflowError:
+                ea = 0.0
+            try:
+                eb = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
+            except OverflowError:
+                eb = 0.0
             base_a, base_b = BASE_SCORES[match.outcome]
             if plain:
                 s_a, s_b = base_a, base_b
@@ -214,8 +222,8 @@ class Replayer:
         # the mean side rating and expected score, as engine.rating writes them
         side_a = before_a[0] if len(before_a) == 1 else sum(before_a) / len(before_a)
         side_b = before_b[0] if len(before_b) == 1 else sum(before_b) / len(before_b)
-        expected_a = 1.0 / (1.0 + 10.0 ** ((side_b - side_a) / policy.scale))
-        expected_b = 1.0 / (1.0 + 10.0 ** ((side_a - side_b) / policy.scale))
+        expected_a = expected_score(side_a, side_b, policy.scale)
+        expected_b = expected_score(side_b, side_a, policy.scale)
         base_a, base_b = BASE_SCORES[match.outcome]
         half_even = policy.rounding is Rounding.HALF_EVEN
         plain = policy.performance is None

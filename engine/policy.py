@@ -15,7 +15,14 @@ _EMPTY: Mapping[str, object] = MappingProxyType({})
 
 
 class Rounding(str, Enum):
-    """How a new rating is rounded after each update."""
+    """How a new rating is rounded after each update (before the floor is applied).
+
+    Edge (issue 11): rounding is monotone, so a winner's rating after is never below its rounded
+    rating before and a loser's never above it. A rating that is not a whole number before the
+    match (a non-integer initial rating or floor, or a season start after regression) can
+    therefore move by up to 0.5 against the result once, when it is first rounded; ratings that
+    are whole numbers (the Sedma seed's) never do.
+    """
 
     NONE = "none"
     """Stored exactly (a double)."""
@@ -32,6 +39,10 @@ class TeamRating(str, Enum):
     SUM = "sum"
 
 
+MIN_DIVISOR_SHARE = 0.5
+"""The margin-of-victory divisor X of a win never goes below this share of ``base`` (issue 11)."""
+
+
 @dataclass(frozen=True, slots=True)
 class MarginOfVictory:
     """FiveThirtyEight's NFL margin-of-victory multiplier of K (Silver, "Introducing NFL Elo
@@ -39,7 +50,20 @@ class MarginOfVictory:
 
     ``ln(max(|margin|, 1) + 1) × base / X``, with X = ``draw_divisor`` (1.0) for a draw and
     otherwise X = ``autocorrelation`` (0.001) × the winner's rating difference (home advantage
-    included) + ``base`` (2.2). The multiplier is ≥ 0 and unitless.
+    included) + ``base`` (2.2), **floored at** :data:`MIN_DIVISOR_SHARE` × ``base``.
+
+    Edge (decided in issue 11; FiveThirtyEight's code has no floor): as written, X reaches 0 when
+    the winner was the underdog by ``base / autocorrelation`` points (2,200 with FiveThirtyEight's
+    values), so the multiplier grows without bound before that pole (a 21-20 upset by 2,199 points
+    gave the winner +30,498), divides by zero at it, and turns negative beyond it (the winner
+    loses, K < 0). The floor X ≥ base / 2 keeps the multiplier positive and finite, at most
+    ``2 × ln(max(|margin|, 1) + 1)`` for a win: an upset by more than ``base / (2 ×
+    autocorrelation)`` points (1,100 with FiveThirtyEight's values, 110 with autocorrelation 0.01)
+    counts as an upset by exactly that much. FiveThirtyEight's published games never come near
+    it: their smallest X is 1.738 (0.79 × base; New England lost at home to Miami on 2008-09-21,
+    the winner 462 points below), so ``../shared/data/nfl-elo`` is reproduced exactly.
+    For a draw X = ``draw_divisor`` (> 0, validated), no floor. The multiplier is unitless, > 0
+    and finite for finite inputs.
     """
 
     base: float = 2.2
@@ -47,11 +71,15 @@ class MarginOfVictory:
     draw_divisor: float = 1.0
 
     def multiplier(self, margin: float, winner_difference: float | None) -> float:
-        """The multiplier for a match won by ``margin`` points (``winner_difference`` in rating
-        points from the winner's side, or ``None`` for a draw)."""
-        divisor = self.draw_divisor if winner_difference is None else (
-            winner_difference * self.autocorrelation + self.base
-        )
+        """The multiplier (> 0, unitless) for a match won by ``margin`` points (``winner_difference``
+        in rating points from the winner's side, or ``None`` for a draw)."""
+        if winner_difference is None:
+            divisor = self.draw_divisor
+        else:
+            divisor = winner_difference * self.autocorrelation + self.base
+            floor = self.base * MIN_DIVISOR_SHARE
+            if divisor < floor:
+                divisor = floor
         return math.log(max(abs(margin), 1) + 1.0) * (self.base / divisor)
 
 
@@ -62,7 +90,8 @@ class SeasonRegression:
     The player's rating becomes ``rating × (1 − weight) + weight × mean`` (FiveThirtyEight NFL:
     mean 1505, weight 1/3). ``overrides`` maps ``(player_id, season)`` to a rating set instead of
     the regression (operators' fixes; FiveThirtyEight's hand-set team-seasons). A player's first
-    season is never regressed.
+    season is never regressed. :func:`engine.rate` raises the result to the policy's floor when it
+    is below it (issue 11).
     """
 
     mean: float
@@ -86,8 +115,9 @@ class RatingPolicy:
     * ``initial_rating``: rating of a player's first match (rating points); ``initial_ratings``
       overrides it per player id;
     * ``scale``: logistic scale in rating points (400);
-    * ``rounding``: applied to each new rating; ``floor``: ratings never go below it (the points
-      it adds are reported in :attr:`engine.model.RatingChange.floor_points`);
+    * ``rounding``: applied to each new rating; ``floor``: ratings never go below it, after an
+      update or at a season start (the points it adds after an update are reported in
+      :attr:`engine.model.RatingChange.floor_points`);
     * ``difference_cap``: the rating difference used for the expected score is clamped to
       ±cap (FIDE's 400-point rule), or ``None``;
     * ``home_advantage``: rating points added to the home side's rating for the expected score

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from engine.elo import DRAW, LOSS, WIN
+from engine.elo import DRAW, LOSS, WIN, expected_score
 from engine.k_factor import BandedK, ConstantK
 from engine.model import FreeForAll, Match, Outcome, PlayerState, RatingChange
 from engine.policy import RatingPolicy, Rounding, TeamRating
@@ -43,15 +43,18 @@ def rate(
     :class:`engine.model.PlayerState` (rating, games played, peak, season); a player absent from it
     starts at the policy's initial rating for that player. For each player:
 
-    * at the first match of a new season, the rating is regressed (``policy.season``);
+    * at the first match of a new season, the rating is regressed (``policy.season``), and raised
+      to ``policy.floor`` if that left it below;
     * a side's rating is the mean (or sum) of its players' ratings, plus the home advantage for the
       home side; for each pair of sides, expected score E = 1 / (1 + 10^((R_opp − R_own) / scale)),
-      with R_opp − R_own clamped to ±``difference_cap`` when the policy has one;
+      with R_opp − R_own clamped to ±``difference_cap`` when the policy has one, saturating at 0
+      and 1 where 10^x overflows (:func:`engine.elo.expected_score`);
     * actual score S = 1 / 0.5 / 0 for a win / draw / loss against that side (by placement), then
       adjusted by the player's own Sedma performance when the policy has one
       (:class:`engine.sedma.SedmaAdjustment`);
     * K from the player's rating, games played and peak before the match, times the
-      margin-of-victory multiplier; new rating = round(R + K · Σ (S − E)), K divided by the number
+      margin-of-victory multiplier (> 0: its divisor is floored, :class:`engine.policy.MarginOfVictory`);
+      new rating = round(R + K · Σ (S − E)), K divided by the number
       of opposing sides in a free-for-all; then at least ``policy.floor``.
 
     For a 1v1 Sedma match this is exactly the seed's ``CalculateNewRatings``; for a two-sided
@@ -101,8 +104,14 @@ def _rate_basic(match: Match, ratings: Mapping[str, float | PlayerState], policy
         rb = ratings.get(pb.player_id, initial)
         if rb.__class__ is PlayerState:
             rb = rb.rating  # type: ignore[union-attr]
-        expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
-        expected_b = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
+        try:  # engine.elo.expected_score, inline, with its saturation at 0 and 1
+            expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
+        except OverflowError:
+            expected_a = 0.0
+        try:
+            expected_b = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
+        except OverflowError:
+            expected_b = 0.0
         if k_factor.__class__ is ConstantK:
             k_a = k_b = k_factor.k  # type: ignore[union-attr]
         elif k_factor.__class__ is BandedK:  # BandedK.__call__, inline
@@ -145,8 +154,8 @@ def _rate_basic(match: Match, ratings: Mapping[str, float | PlayerState], policy
         raise ValueError("a side needs at least one player")
     mean_a = before_a[0] if len(before_a) == 1 else sum(before_a) / len(before_a)
     mean_b = before_b[0] if len(before_b) == 1 else sum(before_b) / len(before_b)
-    expected_a = 1.0 / (1.0 + 10.0 ** ((mean_b - mean_a) / scale))
-    expected_b = 1.0 / (1.0 + 10.0 ** ((mean_a - mean_b) / scale))
+    expected_a = expected_score(mean_a, mean_b, scale)
+    expected_b = expected_score(mean_b, mean_a, scale)
     changes: list[RatingChange] = []
     for players, befores, expected, base in (
         (side_a, before_a, expected_a, base_a),
@@ -183,7 +192,7 @@ def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | Playe
             raise UnratableMatch("unsupported_match", "a margin-of-victory policy rates two-sided matches only")
         if match.scores is None:
             raise UnratableMatch("missing_score", "this ladder's policy needs the match's score (margin of victory)")
-    season = policy.season
+    season, floor = policy.season, policy.floor
     # Each player's state before the match (after any season regression).
     befores: list[list[float]] = []
     states: list[list[tuple[int, float | None]]] = []
@@ -200,6 +209,11 @@ def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | Playe
                 rating, games, peak, last_season = state, 0, None, None  # type: ignore[assignment]
             if season is not None and match.season is not None and last_season is not None and last_season != match.season:
                 rating = season.start_of_season(pid, match.season, rating)
+                if floor is not None and rating < floor:
+                    # The floor holds at a season start too: a regression toward a mean below the
+                    # floor, or by a rounding error of the doubles from a rating at the floor
+                    # (1 ulp: (1 - w) * F + w * F < F for some F and w), stops at the floor.
+                    rating = floor
             side_befores.append(rating)
             side_states.append((games, peak))
         befores.append(side_befores)
@@ -223,7 +237,7 @@ def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | Playe
             if cap is not None and abs(difference) > cap:
                 difference = cap if difference > 0 else -cap
                 capped[i] = True
-            expected[i][j] = 1.0 / (1.0 + 10.0 ** (difference / scale))
+            expected[i][j] = expected_score(0.0, difference, scale)  # difference - 0.0 is exact: the same bits
     multiplier = 1.0
     if mov is not None:
         margin = match.scores[0] - match.scores[1]  # type: ignore[index]

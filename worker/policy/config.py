@@ -40,7 +40,28 @@ The engine objects they build are in :mod:`engine.policy` and :mod:`engine.k_fac
     some_player = 1500
 
 Unknown keys and impossible values raise :class:`PolicyConfigError` naming the file, the line and
-the key. The **version** of a policy is the first 12 hex digits of the SHA-256 of its canonical
+the key.
+
+**A policy that validates rates every valid match safely** (issue 11): no exception other than the
+refusals it states (``uneven_sides``, ``missing_score``, ``unsupported_match``), finite ratings,
+K >= 0, expected and actual scores in [0, 1]. The engine decides each formula's edges (the
+expected score saturates at 0 and 1, :mod:`engine.elo`; the margin-of-victory divisor has a floor,
+:class:`engine.policy.MarginOfVictory`; the floor holds at a season start, :func:`engine.rate`);
+validation rejects what remains, the magnitudes that could overflow a double or a binary32:
+
+* ratings — ``initial_rating``, ``initial_ratings``, ``floor``, ``home_advantage``,
+  ``season.regress_to``, ``season.set`` — lie within ±:data:`RATING_LIMIT` (10^9 rating points);
+* every K (``constant``, ``bands``, ``top``, ``fide``'s and ``provisional``'s) is in
+  (0, :data:`K_LIMIT`] (10^6 rating points per unit of score);
+* Sedma weights, caps and shares are in [0, 1] score units (a larger one saturates the score on
+  its own; with counts up to 1000 every binary32 intermediate stays finite);
+* a margin-of-victory draw multiplier ``base / draw_divisor`` is at most :data:`DRAW_RATIO_LIMIT`;
+* ``season.set`` ratings are not below ``floor`` (as ``initial_ratings``).
+
+With these, one match moves a rating by at most K × 2·10^7 (margin multiplier ≤ 10^6 ×
+ln(10^6 + 1), × 15 opponents' sides), so a history of any length that could be stored stays
+finite (``tests/unit/test_policy_safety.py`` checks the promise on policies drawn from exactly
+what this module accepts). The **version** of a policy is the first 12 hex digits of the SHA-256 of its canonical
 JSON (every key with defaults filled in, ``description`` left out, sorted keys): two files that
 rate the same way have the same version whatever their layout or comments.
 """
@@ -55,16 +76,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from engine import SEDMA_K, BandedK, ConstantK, RatingPolicy, Rounding, SedmaAdjustment
 from engine.k_factor import FideK, KFactor, ProvisionalK
 from engine.policy import MarginOfVictory, SeasonRegression, TeamRating
 
+RATING_LIMIT = 1e9
+"""Largest magnitude of a rating in a policy (initial ratings, floor, home advantage, season), in
+rating points: far beyond any real ladder, far below where a double overflows."""
+K_LIMIT = 1e6
+"""Largest K-factor a policy may set, in rating points per unit of score."""
+DRAW_RATIO_LIMIT = 1e6
+"""Largest ``base / draw_divisor`` of a margin-of-victory policy (its multiplier of a draw)."""
+
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Rating = Annotated[float, Field(ge=-RATING_LIMIT, le=RATING_LIMIT, allow_inf_nan=False)]
+KValue = Annotated[float, Field(gt=0, le=K_LIMIT, allow_inf_nan=False)]
 _STRICT = ConfigDict(extra="forbid")
 
 
@@ -73,10 +104,10 @@ class FideConfig(BaseModel):
 
     model_config = _STRICT
     provisional_games: int = Field(default=30, ge=0)
-    provisional_k: Positive = 40.0
-    k: Positive = 20.0
+    provisional_k: KValue = 40.0
+    k: KValue = 20.0
     threshold: Finite = 2400.0
-    top_k: Positive = 10.0
+    top_k: KValue = 10.0
 
 
 class ProvisionalConfig(BaseModel):
@@ -84,16 +115,16 @@ class ProvisionalConfig(BaseModel):
 
     model_config = _STRICT
     games: int = Field(ge=1)
-    k: Positive
+    k: KValue
 
 
 class KFactorConfig(BaseModel):
     """Exactly one of ``constant``, ``bands`` (with ``top``) or ``fide``; ``provisional`` optional."""
 
     model_config = _STRICT
-    constant: Positive | None = None
-    bands: list[tuple[Finite, Positive]] | None = None
-    top: Positive | None = None
+    constant: KValue | None = None
+    bands: list[tuple[Finite, KValue]] | None = None
+    top: KValue | None = None
     fide: FideConfig | None = None
     provisional: ProvisionalConfig | None = None
 
@@ -136,23 +167,26 @@ class KFactorConfig(BaseModel):
 
 
 class SedmaConfig(BaseModel):
-    """Weights, caps and shares of the Sedma performance adjustment (defaults: the seed's)."""
+    """Weights, caps and shares of the Sedma performance adjustment (defaults: the seed's), each in
+    [0, 1] score units."""
 
     model_config = _STRICT
-    bonus_per_16: NonNegative = 0.05
-    max_bonus_16: NonNegative = 0.15
-    bonus_per_24: NonNegative = 0.1
-    max_bonus_24: NonNegative = 0.2
-    bonus_per_4_and_last: NonNegative = 0.03
-    max_bonus_4_and_last: NonNegative = 0.09
-    malus_per_bad_move: NonNegative = 0.02
+    bonus_per_16: Share = 0.05
+    max_bonus_16: Share = 0.15
+    bonus_per_24: Share = 0.1
+    max_bonus_24: Share = 0.2
+    bonus_per_4_and_last: Share = 0.03
+    max_bonus_4_and_last: Share = 0.09
+    malus_per_bad_move: Share = 0.02
     max_malus: Share = 0.3
     loser_bonus_share: Share = 0.1
     draw_bonus_share: Share = 0.5
 
 
 class MarginConfig(BaseModel):
-    """A margin-of-victory multiplier of K; only FiveThirtyEight's NFL formula for now."""
+    """A margin-of-victory multiplier of K; only FiveThirtyEight's NFL formula for now
+    (:class:`engine.policy.MarginOfVictory`: a win's divisor is floored at ``base / 2``, so any
+    ``autocorrelation`` is safe; a draw's multiplier ``base / draw_divisor`` is bounded here)."""
 
     model_config = _STRICT
     formula: Literal["fivethirtyeight_nfl"]
@@ -160,15 +194,26 @@ class MarginConfig(BaseModel):
     autocorrelation: NonNegative = 0.001
     draw_divisor: Positive = 1.0
 
+    @field_validator("draw_divisor")
+    @classmethod
+    def _draw_multiplier_bounded(cls, value: float, info: ValidationInfo) -> float:
+        base = info.data.get("base")
+        if base is not None and base / value > DRAW_RATIO_LIMIT:
+            raise ValueError(
+                f"must be at least base / {DRAW_RATIO_LIMIT:g} = {base / DRAW_RATIO_LIMIT:g} "
+                f"(a draw's multiplier base / draw_divisor is at most {DRAW_RATIO_LIMIT:g}), got {value:g}"
+            )
+        return value
+
 
 class SeasonConfig(BaseModel):
     """Regression toward ``regress_to`` by ``weight`` at a player's first match of a new season;
     ``set`` fixes a player's rating at a given season's start instead (``{player = {season = r}}``)."""
 
     model_config = _STRICT
-    regress_to: Finite
+    regress_to: Rating
     weight: Share
-    set: dict[str, dict[str, Finite]] = Field(default_factory=dict)
+    set: dict[str, dict[str, Rating]] = Field(default_factory=dict)
 
 
 class TeamsConfig(BaseModel):
@@ -185,13 +230,13 @@ class PolicyConfig(BaseModel):
 
     model_config = _STRICT
     description: str = ""
-    initial_rating: Finite = 1200.0
-    initial_ratings: dict[str, Finite] = Field(default_factory=dict)
+    initial_rating: Rating = 1200.0
+    initial_ratings: dict[str, Rating] = Field(default_factory=dict)
     scale: Positive = 400.0
     rounding: Literal["none", "half_even", "half_away"] = "none"
-    floor: Finite | None = None
+    floor: Rating | None = None
     difference_cap: Positive | None = None
-    home_advantage: Finite = 0.0
+    home_advantage: Rating = 0.0
     k_factor: KFactorConfig
     margin_of_victory: MarginConfig | None = None
     season: SeasonConfig | None = None
@@ -218,6 +263,21 @@ class PolicyConfig(BaseModel):
             if low:
                 raise ValueError(f"initial_ratings below the floor {self.floor:g}: {sorted(low)[:5]}")
         return self
+
+    def problems(self) -> list[tuple[tuple[str, ...], str]]:
+        """Problems across tables that a key can be named for: ``(key path, message)`` each.
+
+        ``season.set`` ratings below ``floor``. (:func:`validate_policy` reports them with file and
+        line; the engine holds the floor at a season start either way.)
+        """
+        found: list[tuple[tuple[str, ...], str]] = []
+        if self.floor is not None and self.season is not None:
+            for player, seasons in self.season.set.items():
+                for season, rating in seasons.items():
+                    if rating < self.floor:
+                        found.append((("season", "set", player, season),
+                                      f"{rating:g} is below the floor {self.floor:g}; set it at or above the floor"))
+        return found
 
     def canonical(self) -> dict[str, Any]:
         """The rating-relevant content: every key with defaults filled in, without ``description``."""
@@ -301,9 +361,18 @@ def validate_policy(raw: dict[str, Any], path: Path, text: str, prefix: tuple[st
     Raises :class:`PolicyConfigError` listing each problem as ``file:line: key: message``.
     """
     try:
-        return PolicyConfig.model_validate(raw)
+        config = PolicyConfig.model_validate(raw)
     except ValidationError as exc:
         raise PolicyConfigError(describe_errors(exc, path, text, prefix)) from None
+    problems = config.problems()
+    if problems:
+        lines = []
+        for key, message in problems:
+            loc = prefix + key
+            line = locate(text, loc)
+            lines.append(f"{path}:{line}: {'.'.join(loc)}: {message}" if line else f"{path}: {'.'.join(loc)}: {message}")
+        raise PolicyConfigError("\n".join(lines))
+    return config
 
 
 def load_policy(path: Path) -> LoadedPolicy:
