@@ -16,7 +16,8 @@ It gets there without changing any arithmetic:
   :data:`CACHE_LIMIT` entries, so memory stays bounded whatever the length of the ledger.
 
 The expected score (with :func:`engine.elo.expected_score`'s saturation at 0 and 1), the update
-``R + K * (S - E)``, the team mean ``sum(r) / len(r)`` and the rounding are written exactly as :mod:`engine.elo`, :mod:`engine.rating` and
+``R + K * (S - E)``, the team mean ``sum(r) / len(r)`` and the rounding are written exactly as :mod:`engine.elo`,
+:mod:`engine.rating` and
 :class:`engine.policy.RatingPolicy` write them, so the same floating-point operations happen in
 the same order.
 """

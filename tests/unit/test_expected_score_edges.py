@@ -12,8 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from engine import ConstantK, Match, Outcome, Participant, RatingPolicy, expected_score, rate
-from engine import fast_replay
+from engine import ConstantK, Match, Outcome, Participant, RatingPolicy, expected_score, fast_replay, rate
 from engine.elo import SATURATION_EXPONENT
 
 A, A2, B, B2 = (Participant(p) for p in ("a", "a2", "b", "b2"))

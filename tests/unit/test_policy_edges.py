@@ -105,7 +105,7 @@ def test_expected_score_saturates_where_ten_to_the_x_overflows() -> None:
     """At a gap of 123,304 points (x = 308.26 scales) 10^x is beyond the largest double: C#'s
     Math.Pow gives +Infinity and 1 / (1 + Infinity) = 0; the engine gives 0 and 1, not OverflowError."""
     with pytest.raises(OverflowError):
-        10.0 ** 308.26  # what Python does where C# returns +Infinity
+        _ = 10.0 ** 308.26  # what Python does where C# returns +Infinity
     assert 1 / (1 + math.inf) == 0.0 and 1 / (1 + 0.0) == 1.0  # IEEE: C#'s results from there
     assert expected_score(0.0, 123_304.0) == 0.0
     assert expected_score(123_304.0, 0.0) == 1.0
