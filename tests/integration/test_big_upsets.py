@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from schemas import RatingChanged
-from worker.runtime import ServiceProcesses
+from worker.devtools.runtime import ServiceProcesses
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ How the space is drawn:
   victory, seasons with hand-set ratings, Sedma weights, team rules, free-for-all division,
   per-player initial ratings), mostly from everyday ranges and sometimes from extremes up to the
   largest double. Each is written as TOML and read back through
-  :func:`worker.policy_config.validate_policy`, the loader the worker uses for its ladders file;
+  :func:`worker.policy.config.validate_policy`, the loader the worker uses for its ladders file;
   a draw that validation rejects is discarded, so the tests see exactly what validation accepts.
 * **Matches** are drawn as MatchFinished v1 payloads (1 to 8 players a side, 3 to 16 sides with
   any placements, home, any score from 0 to 10^6, seasons, Sedma counts from 0 to 1000), parsed
@@ -49,7 +49,7 @@ from engine import ConstantK, FreeForAll, Match, Outcome, RatingChange, RatingPo
 from engine.replay import Standing, replay_changes
 from schemas import parse_match_finished
 from worker.mapping import to_engine_match
-from worker.policy_config import PolicyConfigError, validate_policy
+from worker.policy.config import PolicyConfigError, validate_policy
 
 EXAMPLES = 300
 SEED = 20_240_511
