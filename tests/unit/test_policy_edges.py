@@ -15,8 +15,8 @@ import pytest
 
 from engine import ConstantK, Match, Outcome, Participant, PlayerState, RatingPolicy, expected_score, rate
 from engine.policy import MarginOfVictory, SeasonRegression
-from worker.policy.ladders import load_ladder_policies
 from worker.policy.config import PolicyConfigError, load_policy
+from worker.policy.ladders import load_ladder_policies
 
 ROOT = Path(__file__).resolve().parents[2]
 NFL_POLICY = ROOT / "examples" / "fivethirtyeight-nfl.toml"
