@@ -130,7 +130,7 @@ class RatingEventConsumer:
             reconcile = True
         # After a handler failure only the failed entry is read again (the ones behind it keep their
         # delivery count); after a restart or a takeover, the whole pending list in order.
-        pending = self.client.xreadgroup(self.group, self.consumer, {self.stream: "0"},
+        pending: Any = self.client.xreadgroup(self.group, self.consumer, {self.stream: "0"},
                                          count=1 if self._failures else count)
         entries = [(_text(i), f) for i, f in (pending[0][1] if pending else [])]
         redelivered = bool(entries)
