@@ -25,11 +25,24 @@ def _text(value: bytes | str | None) -> str:
     return value.decode() if isinstance(value, bytes) else (value or "")
 
 
+def _undelivered(client: redis.Redis, stream: str, last: str, count_limit: int = 100_000) -> int:
+    """Entries of ``stream`` after id ``last`` (at most ``count_limit``)."""
+    n, start = 0, f"({last}" if last != "0-0" else "-"
+    while n < count_limit:
+        page = client.xrange(stream, min=start, max="+", count=min(10_000, count_limit - n))
+        if not page:
+            break
+        n += len(page)
+        start = f"({_text(page[-1][0])}"
+    return n
+
+
 def consumer_lag(client: redis.Redis, stream: str) -> list[GroupLag]:
     """Lag of every consumer group of ``stream`` (empty when the stream or its groups do not exist).
 
-    Uses XINFO GROUPS (its ``lag`` field on Redis >= 7.0 when it is known, else a count of the
-    entries after the group's last delivered id, bounded by the stream's cap), XPENDING and TIME.
+    Uses XINFO GROUPS, XRANGE (counting entries after the group's last delivered id, at most
+    ``count_limit``), XPENDING and TIME. Redis 7.0's own ``lag`` field is not used: after MAXLEN trims it
+    stays above 0 when the group has read everything (seen on 7.0.15).
     """
     try:
         groups = client.xinfo_groups(stream)
@@ -41,9 +54,7 @@ def consumer_lag(client: redis.Redis, stream: str) -> list[GroupLag]:
     for g in groups:
         name = _text(g["name"])
         last = _text(g.get("last-delivered-id")) or "0-0"
-        undelivered = g.get("lag")
-        if undelivered is None:
-            undelivered = len(client.xrange(stream, min=f"({last}" if last != "0-0" else "-", max="+"))
+        undelivered = _undelivered(client, stream, last)
         pending = int(g.get("pending") or 0)
         oldest = 0.0
         if pending:
