@@ -5,20 +5,22 @@ Each :meth:`RatingEventConsumer.poll`:
 
 1. takes over entries another member left pending longer than ``claim_idle_ms`` (XAUTOCLAIM: a dead
    member's work);
-2. re-reads this member's own pending entries (a handler that failed, or a restart after a crash);
-   entries the stream no longer holds (trimmed by MAXLEN, or XDEL) come back without fields: they are
-   acknowledged and the consumer catches up from the database (a *reconcile*, below);
+2. re-reads this member's own pending entries (a restart after a crash, a takeover; after a handler
+   failure only the failed entry); entries the stream no longer holds (trimmed by MAXLEN, or XDEL)
+   come back without fields: they are acknowledged and the consumer first catches up from the
+   database (a *reconcile*, below);
 3. only when nothing is pending, reads new entries; in the same MULTI it reads the group's last
    delivered id and the stream's first entry, so it knows when entries it never received were trimmed
-   (reconcile again);
+   (reconcile first again);
 4. for each event, in stream order: drops it when its ``event_id`` was handled or its ``sequence`` is
    not above the last one handled for its (ladder, player) (at-least-once delivery, see
    :mod:`worker.consumer.state`); on a gap (``sequence`` > last + 1) fetches the missing events from
    the backfill, or the player's snapshot if the outbox no longer keeps them; then calls the handler
-   and acknowledges;
-5. an entry delivered ``max_deliveries`` times without success is *parked*: added with its error to
-   the stream ``{stream}:{group}:parked`` and acknowledged, so the group goes on (counted in
-   :attr:`PollReport.parked` and logged at ERROR).
+   and acknowledges; a handler exception stops the batch (per-player order) and the entry is retried;
+5. poison: the entry at the head of the pending list is *parked* when its handler failed
+   ``max_deliveries`` times in this process, or when it was delivered more than ``max_deliveries``
+   times (members died handling it): added with its error to the stream ``{stream}:{group}:parked``
+   and acknowledged, so the group goes on (counted in :attr:`PollReport.parked`, logged at ERROR).
 
 A reconcile reads every player's snapshot and every event the outbox keeps, and brings each player the
 state knows or the snapshot lists up to the snapshot's sequence (events when they are contiguous,
@@ -141,12 +143,15 @@ class RatingEventConsumer:
             self._wait(block_ms)
             return 0
         self.report.read += len(entries)
+        gone = [entry_id for entry_id, fields in entries if not fields]  # the stream no longer holds them
+        if gone:
+            self.report.trimmed += len(gone)
+            self.client.xack(self.stream, self.group, *gone)
+            entries = [(entry_id, fields) for entry_id, fields in entries if fields]
+        if reconcile or gone:
+            # Catch up with the database first: the entries below then mostly turn out to be duplicates.
+            self.reconcile()
         for index, (entry_id, fields) in enumerate(entries):
-            if not fields:  # the stream no longer holds it
-                self.report.trimmed += 1
-                self.client.xack(self.stream, self.group, entry_id)
-                reconcile = True
-                continue
             if redelivered and index == 0 and self._poisoned(entry_id):
                 self._park(entry_id, fields)
                 continue
@@ -161,9 +166,7 @@ class RatingEventConsumer:
                 break  # keep per-player order: retry this entry before any later one
             self.client.xack(self.stream, self.group, entry_id)
             self._failures.pop(entry_id, None)
-        if reconcile:
-            self.reconcile()
-        return max(len(entries), 1)
+        return max(len(entries) + len(gone), 1)
 
     def run_until_idle(self, count: int = 100, block_ms: int = 200) -> PollReport:
         """Poll until a poll finds nothing to do; return :attr:`report`."""
