@@ -187,24 +187,34 @@ class RatingEventConsumer:
         return claimed, deleted
 
     def _read_new(self, count: int) -> tuple[list[tuple[str, dict | None]], bool]:
-        """Read new entries; True with them when entries after the group's last delivered id were trimmed
-        before this read (the group's last delivered id is below the stream's first entry)."""
+        """Read new entries; True with them when entries the group never received were trimmed or deleted.
+
+        In the same MULTI as the read: the group's last delivered id, the stream's first entry and
+        XINFO STREAM. A loss: the first entry read is the stream's first entry and above the last
+        delivered id (a false alarm when the last delivered entry itself was trimmed costs one reconcile,
+        never an event); on Redis >= 7.0 also ``max-deleted-entry-id`` above the last delivered id
+        (XDEL), and for a new group, ``entries-added`` above the stream's length (Redis 6.2: a new
+        group reconciles once).
+        """
         pipe = self.client.pipeline(transaction=True)
         pipe.xinfo_groups(self.stream)
+        pipe.xinfo_stream(self.stream)
         pipe.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count)
         pipe.xrange(self.stream, count=1)
-        groups, reply, first = pipe.execute()
+        groups, info, reply, first = pipe.execute()
         last = next((_text(g.get("last-delivered-id")) for g in groups if _text(g["name"]) == self.group), "0-0")
         entries = [(_text(i), f) for i, f in (reply[0][1] if reply else [])]
-        trimmed = bool(entries and first and last != "0-0"
-                       and _id_tuple(_text(first[0][0])) > _id_tuple(last)
-                       and _id_tuple(_text(first[0][0])) == _id_tuple(entries[0][0]))
-        if not entries and first and last != "0-0" and _id_tuple(_text(first[0][0])) > _id_tuple(last):
-            trimmed = True  # pragma: no cover - only when every entry after `last` was trimmed between reads
-        if last == "0-0" and entries:
-            # A new group on a stream that may have been trimmed: catch up once from the database.
-            trimmed = self.backfill is not None
-        return entries, trimmed
+        head = _id_tuple(_text(first[0][0])) if first else None
+        # Entries after `last` were trimmed exactly when the next one read is now the stream's first entry
+        # (MAXLEN trims from the head); false alarm when `last` itself was trimmed and nothing after it.
+        lost = bool(entries and head is not None and head > _id_tuple(last) and head == _id_tuple(entries[0][0]))
+        added = info.get("entries-added")  # Redis >= 7.0
+        if last == "0-0" and added is not None:  # a new group: lost what was ever removed
+            lost = bool(entries) and int(added) > int(info["length"])
+        max_deleted = info.get("max-deleted-entry-id")  # Redis >= 7.0: XDEL (not MAXLEN trims)
+        if max_deleted is not None and _id_tuple(_text(max_deleted)) > _id_tuple(last):
+            lost = True
+        return entries, lost
 
     def _wait(self, block_ms: int) -> None:
         """Block up to ``block_ms`` for a new entry without taking it (XREAD, no group)."""
