@@ -190,3 +190,38 @@ def test_the_read_only_backfill_role_reads_events_and_ratings_and_cannot_write(c
         with clean.connect() as conn:
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_consumer_away_longer_than_the_retention_takes_the_snapshot_then_the_later_events(clean, publisher):
+    """Two matches consumed; three more, then the outbox pruned and the stream trimmed to its last entry:
+    the returning consumer (direct read-only backfill) applies amy's and bea's snapshots and ends with
+    the database's ratings."""
+    from worker.consumer.database import DatabaseBackfill
+
+    held: dict = {}
+
+    def handle(e):
+        held[(e["ladder"], e["player_id"])] = e["rating_after"]
+
+    def take(row):
+        held[(row["ladder"], row["player_id"])] = row["rating"]
+
+    for n in range(2):
+        publisher(match(f"away-{n}", "amy", "bea"))
+    clean.wait_drained(2)
+    clean.wait_stream(4)
+    consumer = RatingEventConsumer(clean.redis, handle, on_snapshot=take, stream=clean.stream, group="away",
+                                   backfill=DatabaseBackfill(clean.database_url))
+    consumer.run_until_idle()
+    for n in range(2, 5):
+        publisher(match(f"away-{n}", "amy", "bea"))
+    clean.wait_drained(5)
+    clean.wait_stream(10)
+    with clean.connect() as conn:
+        conn.execute("UPDATE outbox SET published_at = now() - interval '30 days'")
+    assert "pruned 10 published events" in run_cli(clean, "outbox", "prune").stdout
+    clean.redis.xtrim(clean.stream, maxlen=1, approximate=False)
+    consumer.run_until_idle()
+    assert held == {key: rating for key, (rating, _) in ratings(clean).items()}
+    assert consumer.report.snapshots == 2 and consumer.report.reconciles == 1
+    assert consumer.state.last_sequence("elo", "amy") == 5

@@ -22,9 +22,11 @@ Each :meth:`RatingEventConsumer.poll`:
    times (members died handling it): added with its error to the stream ``{stream}:{group}:parked``
    and acknowledged, so the group goes on (counted in :attr:`PollReport.parked`, logged at ERROR).
 
-A reconcile reads every player's snapshot and every event the outbox keeps, and brings each player the
-state knows or the snapshot lists up to the snapshot's sequence (events when they are contiguous,
-else the snapshot then the later events).
+A reconcile reads every player's snapshot, then per ladder with a player behind the events the outbox
+keeps after the lowest sequence needed, and brings each player behind up to the snapshot's sequence
+(events when they are contiguous, else the snapshot then the later events). Its cost grows with the
+players and with the events kept (``RATINGS_OUTBOX_RETENTION_DAYS``); it runs only after entries were
+lost to trimming or deletion.
 
 Server versions: Redis >= 6.2. Before 7.0 XAUTOCLAIM returns deleted entries as claimed entries
 without fields; since 7.0 it drops them from the pending list and returns their ids apart
@@ -300,14 +302,21 @@ class RatingEventConsumer:
         if self.backfill is None:
             log.warning("entries were trimmed before this group read them and no backfill is configured")
             return
-        events = defaultdict(list)
-        for e in self.backfill.events():
-            events[(e["ladder"], e["player_id"])].append(e)
         snapshots = {(s["ladder"], s["player_id"]): s for s in self.backfill.snapshot()}
-        for key, snap in snapshots.items():
-            last = self.state.last_sequence(*key)
+        behind: dict[str, dict[str, int]] = defaultdict(dict)  # ladder -> player -> last sequence held
+        for (ladder, player), snap in snapshots.items():
+            last = self.state.last_sequence(ladder, player)
             if int(snap["sequence"]) > last:
-                mine = events.get(key, [])
+                behind[ladder][player] = last
+        for ladder, players in sorted(behind.items()):
+            # One read per ladder, from the lowest sequence a player behind needs.
+            events = defaultdict(list)
+            for e in self.backfill.events(ladder, None, min(players.values())):
+                if e["player_id"] in players:
+                    events[e["player_id"]].append(e)
+            for player, last in sorted(players.items()):
+                mine = events.get(player, [])
                 contiguous = any(int(e["sequence"]) == last + 1 for e in mine)
-                self._catch_up(key[0], key[1], last, mine, None if contiguous else snap)
-        log.info("reconciled %d players with the database", len(snapshots))
+                self._catch_up(ladder, player, last, mine, None if contiguous else snapshots[(ladder, player)])
+        log.info("reconciled with the database: %d players behind of %d",
+                 sum(len(p) for p in behind.values()), len(snapshots))
