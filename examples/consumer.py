@@ -1,83 +1,51 @@
-"""A downstream consumer of rating-changed events: a Redis Stream consumer group.
+"""A downstream consumer of rating-changed events, a thin use of :mod:`worker.consumer`.
 
-Reads with ``XREADGROUP``, handles each event once (drops duplicates by ``event_id``, which the
-outbox relay may deliver more than once), detects gaps with the per-player ``sequence``, and
-acknowledges every entry with ``XACK``. Run it as a script::
+One member of a Redis consumer group: takes over a dead member's entries, survives the stream's
+trimming, parks poison events on ``<stream>:<group>:parked``, detects gaps per player and ladder and
+backfills them from the database through ``ratings events`` (JSON Lines). Run it as a script::
 
-    RATINGS_BROKER_URL=redis://localhost:6379/0 python examples/consumer.py
+    RATINGS_BROKER_URL=redis://localhost:6379/0 RATINGS_DATABASE_URL=postgresql://reader@db/ratings \\
+        python examples/consumer.py leaderboard consumer-1
 
-Only ``redis`` is needed: a downstream service depends neither on the worker nor on its database.
+Only ``redis`` is needed to import it (the backfill runs the ``ratings`` CLI as a command).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable
+import sys
 
 import redis
+
+from worker.consumer import CliBackfill, RatingEventConsumer, RedisState
 
 STREAM = "ratings.rating-changed"
 
 
-class RatingEventConsumer:
-    """One member ``consumer`` of consumer group ``group`` on ``stream``.
+def leaderboard_consumer(client: redis.Redis, ratings: dict, *, stream: str = STREAM, group: str = "leaderboard",
+                         consumer: str = "consumer-1", backfill=None) -> RatingEventConsumer:
+    """A member of ``group`` that keeps ``ratings`` (mapping of (ladder, player_id) to rating points) current."""
 
-    ``seen`` is a Redis set of handled event ids (in production: your own database, written in the
-    same transaction as the effect of ``handle``); ``last_sequence`` a hash of the last sequence
-    handled per ``ladder:player``. ``handle(event)`` receives each event (a dict) once.
-    """
+    def handle(event: dict) -> None:  # your effect; make it idempotent by event["event_id"]
+        ratings[(event["ladder"], event["player_id"])] = event["rating_after"]
 
-    def __init__(self, client: redis.Redis, handle: Callable[[dict], None], stream: str = STREAM,
-                 group: str = "leaderboard", consumer: str = "consumer-1"):
-        self.client, self.handle, self.stream, self.group, self.consumer = client, handle, stream, group, consumer
-        self.seen_key = f"{stream}:{group}:seen"
-        self.sequence_key = f"{stream}:{group}:last-sequence"
-        self.duplicates = 0
-        self.gaps: list[tuple[str, int, int]] = []
-        try:
-            client.xgroup_create(stream, group, id="0", mkstream=True)
-        except redis.ResponseError as exc:  # BUSYGROUP: the group exists already
-            if "BUSYGROUP" not in str(exc):
-                raise
+    def on_snapshot(row: dict) -> None:  # events older than the outbox retention: take the current rating
+        ratings[(row["ladder"], row["player_id"])] = row["rating"]
 
-    def poll(self, count: int = 500, block_ms: int = 1000) -> int:
-        """Read, handle and acknowledge up to ``count`` entries; return how many were read.
-
-        Entries this consumer read before but did not acknowledge (its handler raised, or the
-        process died) come first, then new ones. An event is marked seen only after ``handle``
-        returned, so a failed event is handled again on the next poll.
-        """
-        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: "0"}, count=count)
-        if not reply or not reply[0][1]:
-            reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block_ms)
-        n = 0
-        for _, entries in reply or []:
-            for entry_id, fields in entries:
-                n += 1
-                event_id = _text(fields[b"event_id"] if b"event_id" in fields else fields["event_id"])
-                if self.client.sismember(self.seen_key, event_id):
-                    self.duplicates += 1  # delivered before: drop it
-                else:
-                    event = json.loads(_text(fields[b"payload"] if b"payload" in fields else fields["payload"]))
-                    key = f"{event['ladder']}:{event['player_id']}"
-                    last = int(self.client.hget(self.sequence_key, key) or 0)
-                    if event["sequence"] != last + 1:
-                        self.gaps.append((key, last, event["sequence"]))
-                    self.handle(event)  # raises: not acknowledged, read again on the next poll
-                    self.client.sadd(self.seen_key, event_id)
-                    self.client.hset(self.sequence_key, key, max(last, event["sequence"]))
-                self.client.xack(self.stream, self.group, entry_id)
-        return n
+    return RatingEventConsumer(client, handle, on_snapshot=on_snapshot, stream=stream, group=group,
+                               consumer=consumer, state=RedisState(client, f"{stream}:{group}:state"),
+                               backfill=backfill)
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+def main(group: str = "leaderboard", consumer: str = "consumer-1") -> None:  # pragma: no cover
+    client = redis.Redis.from_url(os.environ.get("RATINGS_BROKER_URL", "redis://localhost:6379/0"))
+    ratings: dict = {}
+    member = leaderboard_consumer(client, ratings, stream=os.environ.get("RATINGS_STREAM", STREAM), group=group,
+                                  consumer=consumer, backfill=CliBackfill())
+    while True:
+        if member.poll():
+            print(f"{len(ratings)} players; {member.report}")
 
 
 if __name__ == "__main__":  # pragma: no cover
-    client = redis.Redis.from_url(os.environ.get("RATINGS_BROKER_URL", "redis://localhost:6379/0"))
-    consumer = RatingEventConsumer(client, lambda e: print(e["player_id"], e["rating_before"], "->", e["rating_after"]),
-                                   stream=os.environ.get("RATINGS_STREAM", STREAM))
-    while True:
-        consumer.poll()
+    main(*sys.argv[1:3])

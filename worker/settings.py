@@ -85,6 +85,19 @@ class Settings(BaseSettings):
     relay_max_lag: float = Field(
         default=60.0, gt=0, description="Relay readiness fails when the oldest unpublished event is older (seconds)."
     )
+    outbox_retention_days: float = Field(
+        default=7.0, gt=0,
+        description="How long the outbox keeps published events for consumers to backfill from (days); "
+        "`ratings outbox prune` deletes older ones. A consumer away longer takes a snapshot of current ratings.",
+    )
+    consumer_lag_threshold: int = Field(
+        default=10_000, ge=0,
+        description="`ratings doctor` flags a consumer group with more entries than this undelivered or pending.",
+    )
+    consumer_pending_max_age: float = Field(
+        default=300.0, gt=0,
+        description="`ratings doctor` flags a consumer group whose oldest pending entry is older (seconds).",
+    )
     log_json: bool | None = Field(
         default=None, description="JSON log lines (true/false); unset: JSON unless attached to a terminal."
     )

@@ -1,13 +1,16 @@
-"""The README's consumer-group example, run against the real stream the relay fills."""
+"""The README's consumer example (examples/consumer.py, a thin use of worker.consumer), run against the real
+stream the relay fills."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.integration.test_worker import match
+from tests.integration.test_worker import match, ratings
+from worker.consumer import CliBackfill
 
 pytestmark = pytest.mark.integration
 
@@ -19,49 +22,43 @@ def load_example():
     return module
 
 
-def test_the_consumer_example_handles_each_event_once_and_drops_redelivered_ones(clean, publisher):
-    """Every event is handled once and acknowledged; an entry republished with the same event id is dropped."""
+def test_the_consumer_example_ends_with_every_players_rating_and_drops_redelivered_events(clean, publisher):
+    """Every event handled once and acknowledged, the ratings equal the database's; an entry republished
+    with the same event id is dropped."""
     example = load_example()
     for n in range(10):
         publisher(match(f"cons-{n}", "amy", "bea" if n % 2 else "cid"))
     clean.wait_drained(10)
     clean.wait_stream(20)
-    handled = []
-    consumer = example.RatingEventConsumer(clean.redis, handled.append, stream=clean.stream, group="test-group")
-    while consumer.poll(count=7, block_ms=200):
-        pass
-    assert len(handled) == 20
-    assert len({e["event_id"] for e in handled}) == 20
+    held: dict = {}
+    consumer = example.leaderboard_consumer(clean.redis, held, stream=clean.stream, group="test-group")
+    report = consumer.run_until_idle(count=7)
+    assert report.handled == 20 and report.gaps == []
+    assert held == {key: rating for key, (rating, _) in ratings(clean).items()}
     # The relay may publish an event twice (crash between XADD and marking the row): simulate it.
     _, fields = clean.redis.xrange(clean.stream, count=1)[0]
     clean.redis.xadd(clean.stream, fields)
-    assert consumer.poll(block_ms=200) == 1
-    assert consumer.duplicates == 1 and len(handled) == 20
-    assert consumer.gaps == []
+    consumer.run_until_idle()
+    assert consumer.report.duplicates == 1 and consumer.report.handled == 20
     assert clean.redis.xpending(clean.stream, "test-group")["pending"] == 0
-    clean.redis.delete(consumer.seen_key, consumer.sequence_key)
+    consumer.state.clear()
 
 
-def test_an_event_whose_handler_fails_is_handled_again_on_the_next_poll(clean, publisher):
-    """A handler that raises leaves its event unacknowledged and unseen; the next poll retries it."""
+def test_the_example_backfills_through_the_cli_after_the_stream_lost_events(clean, publisher):
+    """The stream is emptied after the first 4 events (as if trimmed): the example's consumer takes the rest
+    from `ratings events read` (JSON Lines) and ends with the database's ratings."""
     example = load_example()
-    publisher(match("retry-1", "amy", "bea"))
-    clean.wait_drained(1)
-    clean.wait_stream(2)
-    handled, failures = [], []
-
-    def flaky(event):
-        if not failures:
-            failures.append(event["event_id"])
-            raise RuntimeError("downstream database down")
-        handled.append(event)
-
-    consumer = example.RatingEventConsumer(clean.redis, flaky, stream=clean.stream, group="flaky-group")
-    with pytest.raises(RuntimeError):
-        consumer.poll(block_ms=200)
-    while consumer.poll(block_ms=200):
-        pass
-    assert sorted(e["event_id"] for e in handled) == sorted(
-        f["event_id"] for _, f in clean.redis.xrange(clean.stream))
-    assert failures[0] in {e["event_id"] for e in handled}
-    clean.redis.delete(consumer.seen_key, consumer.sequence_key)
+    for n in range(6):
+        publisher(match(f"lost-{n}", "amy", "bea"))
+    clean.wait_drained(6)
+    clean.wait_stream(12)
+    entries = clean.redis.xrange(clean.stream)
+    held: dict = {}
+    backfill = CliBackfill([sys.executable, "-m", "worker"], env={"RATINGS_DATABASE_URL": clean.database_url})
+    consumer = example.leaderboard_consumer(clean.redis, held, stream=clean.stream, group="lost-group",
+                                            backfill=backfill)
+    clean.redis.xtrim(clean.stream, maxlen=len(entries) - 4, approximate=False)  # lose the first 4 entries
+    consumer.run_until_idle()
+    assert held == {key: rating for key, (rating, _) in ratings(clean).items()}
+    assert consumer.report.backfilled >= 4 and backfill.calls >= 1
+    consumer.state.clear()

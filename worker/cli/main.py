@@ -6,6 +6,7 @@ import typer
 
 from worker.cli import dead_letters, dev, evaluate, importer, ladders, matches, service
 from worker.cli.common import err
+from worker.cli.events import events_app, outbox_app
 from worker.cli.policy import check_published_command, policy_app
 from worker.extras import MissingExtra
 from worker.store.connection import DatabaseUnreachable
@@ -31,6 +32,8 @@ app.command()(ladders.rebuild)
 app.command()(ladders.rebuilds)
 app.add_typer(dead_letters.dead_letters_app, name="dead-letters")
 app.add_typer(policy_app, name="policy")
+app.add_typer(events_app, name="events")
+app.add_typer(outbox_app, name="outbox")
 app.command("import")(importer.import_log)
 app.command("check-published")(check_published_command)
 app.command()(service.doctor)

@@ -9,6 +9,7 @@ import redis
 
 from engine import RatingPolicy
 from worker import store as repository
+from worker.consumer.lag import consumer_lag
 from worker.ops.verify import verify_ladder
 from worker.service.transport import queue_keys
 from worker.settings import Settings
@@ -88,4 +89,12 @@ def run_checks(
     ok = max_queue_depth is None or queued <= max_queue_depth
     findings.append(Finding("queue depth", ok, f"{queued} queued, {reserved} reserved (unacknowledged)"
                             + ("" if max_queue_depth is None else f"; limit {max_queue_depth}")))
+    for group in consumer_lag(client, settings.stream):  # consumer groups of the rating-changed stream
+        ok = (group.undelivered + group.pending <= settings.consumer_lag_threshold
+              and group.oldest_pending_seconds <= settings.consumer_pending_max_age)
+        findings.append(Finding(
+            f"consumer group {group.group}", ok,
+            f"{group.undelivered} undelivered, {group.pending} pending (limit {settings.consumer_lag_threshold}); "
+            f"oldest pending {group.oldest_pending_seconds:.1f} s (limit {settings.consumer_pending_max_age:g} s)",
+        ))
     return findings

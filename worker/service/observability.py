@@ -140,6 +140,26 @@ class DatabaseCollector:
         except Exception:  # noqa: BLE001 - the broker may be down; readiness reports it
             pass
         yield from (lag, unpublished, drift, stream_len, queued)
+        yield from consumer_lag_gauges(self.redis, self.stream)
+
+
+def consumer_lag_gauges(client, stream: str) -> list[GaugeMetricFamily]:
+    """``ratings_consumer_lag_entries{group, state="undelivered"|"pending"}`` and
+    ``ratings_consumer_oldest_pending_seconds{group}`` of every consumer group of ``stream``."""
+    from worker.consumer.lag import consumer_lag
+
+    entries = GaugeMetricFamily("ratings_consumer_lag_entries", "Stream entries a consumer group has not "
+                                "received (undelivered) or not acknowledged (pending)", labels=["group", "state"])
+    oldest = GaugeMetricFamily("ratings_consumer_oldest_pending_seconds", "Age of a consumer group's oldest "
+                               "pending entry, seconds", labels=["group"])
+    try:
+        for g in consumer_lag(client, stream):
+            entries.add_metric([g.group, "undelivered"], float(g.undelivered))
+            entries.add_metric([g.group, "pending"], float(g.pending))
+            oldest.add_metric([g.group], g.oldest_pending_seconds)
+    except Exception:  # noqa: BLE001 - the broker may be down; readiness reports it
+        pass
+    return [entries, oldest]
 
 
 def registry(extra_collectors=()) -> CollectorRegistry:
