@@ -25,6 +25,14 @@ class Settings(BaseSettings):
         description="PostgreSQL URL (libpq form; TLS via ?sslmode=verify-full). Unset: the demo "
         "and the tests start an embedded PostgreSQL.",
     )
+    direct_database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL of a direct (session) connection for the two components that "
+        "need session state: the outbox relay (its leadership is a session advisory lock, it sleeps "
+        "on LISTEN) and `ratings rebuild` (a session advisory lock and locks across transactions). "
+        "Set it when RATINGS_DATABASE_URL points at PgBouncer in transaction mode; unset: "
+        "RATINGS_DATABASE_URL.",
+    )
     broker_url: str | None = Field(
         default=None,
         description="Redis URL for the Celery broker and the event stream (rediss:// for TLS). "
@@ -130,6 +138,12 @@ class Settings(BaseSettings):
                     f"Redis would redeliver it meanwhile; raise the visibility timeout or lower the time limit"
                 )
         return self
+
+    @property
+    def session_database_url(self) -> str | None:
+        """The URL of connections that keep session state (relay, rebuild): ``direct_database_url``
+        when set, else ``database_url``."""
+        return self.direct_database_url or self.database_url
 
     @property
     def reserved_per_child(self) -> int:

@@ -20,6 +20,13 @@ def require_database_url() -> str:
     return url
 
 
+def require_session_database_url() -> str:
+    """``RATINGS_DIRECT_DATABASE_URL``, else ``RATINGS_DATABASE_URL`` (for commands that need a
+    session: a rebuild); exit 2 when neither is set."""
+    require_database_url()
+    return get_settings().session_database_url  # type: ignore[return-value]
+
+
 def require_broker_url() -> str:
     """``RATINGS_BROKER_URL``; print why and exit 2 when it is not set."""
     url = get_settings().broker_url

@@ -14,7 +14,15 @@ import typer
 from rich.table import Table
 
 from worker import store as repository
-from worker.cli.common import configured_policies, console, err, require_database_url, require_known_ladder, who_asks
+from worker.cli.common import (
+    configured_policies,
+    console,
+    err,
+    require_database_url,
+    require_known_ladder,
+    require_session_database_url,
+    who_asks,
+)
 from worker.ops.render import leaderboard_table
 from worker.settings import get_settings
 from worker.store.connection import connect
@@ -189,7 +197,7 @@ def rebuild(
 
         try:
             report = rebuild_ladder(
-                require_database_url(), ladder, policy, content, order.value if order else None, who_asks(by), progress,
+                require_session_database_url(), ladder, policy, content, order.value if order else None, who_asks(by), progress,
                 FaultInjector(settings.fault_injection),
             )
         except RebuildError as exc:

@@ -10,7 +10,14 @@ import typer
 from rich.table import Table
 
 from worker import store as repository
-from worker.cli.common import configured_policies, console, err, require_broker_url, require_database_url
+from worker.cli.common import (
+    configured_policies,
+    console,
+    err,
+    require_broker_url,
+    require_database_url,
+    require_session_database_url,
+)
 from worker.settings import get_settings
 from worker.store.connection import NotMigrated, connect
 
@@ -19,7 +26,7 @@ def migrate() -> None:
     """Apply pending database migrations (yoyo-migrations, files in worker/store/migrations)."""
     from worker.store.migrate import migrate as run
 
-    applied = run(require_database_url())
+    applied = run(require_session_database_url())
     console.print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
     _record_policies()
 

@@ -111,8 +111,10 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
 
 def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
                 heartbeat: observability.Heartbeat) -> None:
-    with connect(settings.database_url, autocommit=True) as conn, \
-            connect(settings.database_url, autocommit=True) as listen_conn:
+    # Session state (a session advisory lock for the leadership, LISTEN): a direct connection, not
+    # PgBouncer in transaction mode (RATINGS_DIRECT_DATABASE_URL).
+    url = settings.session_database_url
+    with connect(url, autocommit=True) as conn, connect(url, autocommit=True) as listen_conn:
         while not try_relay_leadership(conn):
             heartbeat.beat()
             if stop.wait(settings.relay_idle_wait):  # standby: another relay is active
