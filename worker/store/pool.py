@@ -63,7 +63,8 @@ class RatingsPool(ConnectionPool):
     def _check(self, conn: psycopg.Connection) -> None:
         with self._epoch_lock:
             stale = self._born.get(conn, -1) != self._epoch
-        if stale:
+        if stale:  # closed, so the pool drops it (a connection failing the check only goes back otherwise)
+            conn.close()
             raise StaleConnection("opened before the last error of the environment")
         ConnectionPool.check_connection(conn)
 
