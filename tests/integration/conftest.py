@@ -97,6 +97,8 @@ def env(servers, pgbouncer, tmp_path_factory) -> Iterator[Env]:
     finally:
         procs.stop_all()
         handle.redis.delete(queue, stream, f"_kombu.binding.{queue}")
+        for key in handle.redis.scan_iter(f"_kombu.binding.{queue}-*"):  # queues of single tests (-logs)
+            handle.redis.delete(key)
         for key in handle.redis.scan_iter(f"{stream}:*"):
             handle.redis.delete(key)
         for k, v in saved.items():
