@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from worker.broker_durability import EvictingBroker
 from worker.cli import dead_letters, dev, evaluate, ladders, matches, service
 from worker.cli.common import err
 from worker.cli.policy import check_published_command, policy_app
@@ -52,7 +53,13 @@ def main() -> None:
         err.print(f"[red]broker unreachable[/red]: {exc} (check RATINGS_BROKER_URL)")
         raise SystemExit(2) from None
     except pydantic.ValidationError as exc:
-        err.print(f"[red]invalid settings[/red]: {exc}")
+        from rich.markup import escape
+
+        reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        err.print(f"[red]invalid settings[/red]: {escape(reasons)}")
+        raise SystemExit(2) from None
+    except EvictingBroker as exc:
+        err.print(f"[red]broker refused[/red]: {exc}")
         raise SystemExit(2) from None
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         err.print(f"[red]cannot read {exc.filename}[/red]: {exc.strerror}")
