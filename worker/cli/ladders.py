@@ -91,7 +91,8 @@ def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: 
             result = verify_ladder(conn, name, policies[name])
             status = "[green]OK[/green]" if result.ok else f"[red]{len(result.differences)} difference(s)[/red]"
             order = "" if result.apply_order == "applied" else f", order {result.apply_order}"
-            console.print(f"verify {name}: {result.matches} matches replayed, {result.players} players "
+            console.print(f"verify {name}: {result.matches} match{'' if result.matches == 1 else 'es'} replayed, "
+                          f"{result.players} player{'' if result.players == 1 else 's'} "
                           f"(policy {result.policy_version}{order}): {status}")
             if result.configured_version != result.policy_version:
                 console.print(f"  note: the ladders file has policy {result.configured_version} for {name}; "
