@@ -205,3 +205,69 @@ def test_unmigrated_database_waits_then_applies_after_migrate(scenario):
     assert done.returncode == 0, done.stderr
     c = wait_until_drained(s.database_url, 3, timeout=90)
     assert (c.applied, c.dead_letters) == (3, 0)
+
+
+def _ratings(env: dict, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "worker", *args], env={**env, "COLUMNS": "200"},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_commands_refuse_a_database_not_migrated_and_doctor_reports_it(scenario):
+    """One line and exit 2 for a command on a database never migrated; doctor's finding; migrate runs."""
+    s = scenario(migrated=False)
+    for args in (["leaderboard", "--ladder", "sedma"], ["verify", "--ladder", "sedma"], ["dead-letters", "list"],
+                 ["relay"]):
+        result = _ratings(s.env, *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "not migrated" in result.stderr and "ratings migrate" in result.stderr
+        assert "Traceback" not in result.stderr
+    doctor = _ratings(s.env, "doctor", "--skip-verify")
+    assert doctor.returncode == 1 and "schema version" in doctor.stdout and "not migrated" in doctor.stdout
+    assert _ratings(s.env, "migrate").returncode == 0
+    assert _ratings(s.env, "leaderboard", "--ladder", "sedma").returncode == 0
+    with psycopg.connect(s.database_url, autocommit=True) as conn:  # a migration this code does not ship
+        conn.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "
+                     "VALUES ('future', '9999.future', now())")
+    newer = _ratings(s.env, "leaderboard", "--ladder", "sedma")
+    assert newer.returncode == 2 and "newer than this code" in newer.stderr
+    assert _ratings(s.env, "worker").returncode == 2
+
+
+def test_a_url_of_the_wrong_kind_names_its_variable(scenario):
+    s = scenario()
+    result = _ratings({**s.env, "RATINGS_DATABASE_URL": "mysql://user:secret@db/ratings"}, "leaderboard",
+                      "--ladder", "sedma")
+    assert result.returncode == 2
+    assert "RATINGS_DATABASE_URL=mysql://... must be a PostgreSQL URL" in result.stderr
+    assert "secret" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_publishing_into_an_evicting_redis_is_refused_and_doctor_reports_it(scenario, tmp_path):
+    """Issue 14: allkeys-lru with maxmemory 4mb evicted the queue; publishing is refused now."""
+    import redis
+
+    from worker.devtools.embedded import EmbeddedServers
+
+    s = scenario()
+    own = EmbeddedServers.start(tmp_path / "redis", postgres=False)
+    try:
+        client = redis.Redis.from_url(own.broker_url)
+        client.config_set("maxmemory", "4mb")
+        client.config_set("maxmemory-policy", "allkeys-lru")
+        env = {**s.env, "RATINGS_BROKER_URL": own.broker_url}
+        path = tmp_path / "m.jsonl"
+        path.write_text("".join(m.model_dump_json() + "\n" for m in generate_sedma_matches(3, players=4)))
+        result = _ratings(env, "publish", str(path))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "maxmemory-policy is allkeys-lru" in result.stderr and "noeviction" in result.stderr
+        assert client.llen(s.queue) == 0
+        doctor = _ratings(env, "doctor", "--skip-verify")
+        assert doctor.returncode == 1 and "allkeys-lru" in doctor.stdout
+        client.config_set("maxmemory-policy", "noeviction")
+        assert _ratings(env, "publish", str(path)).returncode == 0
+        assert client.llen(s.queue) == 3
+    finally:
+        own.stop()
