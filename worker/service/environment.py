@@ -38,6 +38,12 @@ class Backoff:
 
     def wait(self, exc: BaseException, keep: str = "requeueing the message(s)") -> float:
         """Log why (one line) and sleep the current interval; return the seconds slept."""
+        delay = self.next_delay(exc, keep)
+        time.sleep(delay)
+        return delay
+
+    def next_delay(self, exc: BaseException, keep: str) -> float:
+        """Log why (one line) and return the interval to wait now (for callers that wait on an event)."""
         with self._lock:
             delay = self._next
             self._next = min(self.cap, self._next * 2)
@@ -47,7 +53,6 @@ class Backoff:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         log.error("database not ready (%s: %s); %s, next attempt in %.0f s (failure %d in a row)",
                   reason, first, keep, delay, failures)
-        time.sleep(delay)
         return delay
 
     def reset(self) -> None:
