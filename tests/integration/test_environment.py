@@ -191,8 +191,7 @@ def test_unmigrated_database_waits_then_applies_after_migrate(scenario):
 
     s = scenario(migrated=False)
     s.publish(generate_sedma_matches(3, players=4, seed=3, id_prefix="early"))
-    s.procs.start_worker("w1", concurrency=1)
-    s.procs.start_relay()
+    s.procs.start_worker("w1", concurrency=1)  # the relay refuses a database not migrated: started after
     _wait_for(lambda: s.log_lines("database not ready (not_migrated") >= 1, 60, "the worker reporting not migrated")
     status, details = _wait_for(lambda: (r := s.readyz("w1"))[0] == 503 and r, 30, "/readyz not ready")
     assert details["database_writes"] == "not_migrated"
@@ -203,6 +202,7 @@ def test_unmigrated_database_waits_then_applies_after_migrate(scenario):
     assert logged <= 6
     done = subprocess.run([sys.executable, "-m", "worker", "migrate"], env=s.env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    s.procs.start_relay()
     c = wait_until_drained(s.database_url, 3, timeout=90)
     assert (c.applied, c.dead_letters) == (3, 0)
 
