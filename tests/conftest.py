@@ -26,6 +26,23 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(scope="session")
+def pgbouncer(servers, tmp_path_factory):
+    """With ``RATINGS_TEST_PGBOUNCER=1``: a PgBouncer in transaction pooling mode in front of the
+    session's PostgreSQL (the worker processes' ``RATINGS_DATABASE_URL`` then goes through it, and
+    ``RATINGS_DIRECT_DATABASE_URL`` reaches PostgreSQL directly). Otherwise None."""
+    if os.environ.get("RATINGS_TEST_PGBOUNCER") not in ("1", "true", "yes"):
+        yield None
+        return
+    from worker.devtools.pgbouncer import PgBouncer
+
+    bouncer = PgBouncer.start(tmp_path_factory.mktemp("pgbouncer"), servers[0])
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+@pytest.fixture(scope="session")
 def servers(tmp_path_factory) -> Iterator[tuple[str, str]]:
     """(admin database URL, broker URL) of real servers: configured ones or embedded ones."""
     db = os.environ.get("RATINGS_DATABASE_URL")

@@ -65,9 +65,18 @@ class BrokerUnavailable(OperationalError):
         self.task_id = task_id
 
 
-def producer_app(broker_url: str) -> Celery:
+def producer_app(broker_url: str, check_broker: bool = True) -> Celery:
     """A Celery app that can only send: JSON serializer, no result backend, short socket timeouts
-    (:data:`BROKER_SOCKET_TIMEOUTS`)."""
+    (:data:`BROKER_SOCKET_TIMEOUTS`).
+
+    ``check_broker``: first refuse a Redis that may evict the queue (``maxmemory-policy``
+    ``allkeys-*``): raises :class:`worker.broker_durability.EvictingBroker`, or
+    ``redis.ConnectionError`` when Redis cannot be reached.
+    """
+    if check_broker and broker_url.startswith(("redis://", "rediss://", "unix://")):
+        from worker.broker_durability import refuse_evicting_broker
+
+        refuse_evicting_broker(broker_url)
     app = Celery("ratings-producer", broker=broker_url)
     app.conf.update(task_serializer="json", accept_content=["json"], task_ignore_result=True,
                     broker_transport_options=dict(BROKER_SOCKET_TIMEOUTS), broker_connection_retry=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_LADDERS_FILE = Path(__file__).with_name("ladders.toml")
@@ -24,6 +24,14 @@ class Settings(BaseSettings):
         default=None,
         description="PostgreSQL URL (libpq form; TLS via ?sslmode=verify-full). Unset: the demo "
         "and the tests start an embedded PostgreSQL.",
+    )
+    direct_database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL of a direct (session) connection for the two components that "
+        "need session state: the outbox relay (its leadership is a session advisory lock, it sleeps "
+        "on LISTEN) and `ratings rebuild` (a session advisory lock and locks across transactions). "
+        "Set it when RATINGS_DATABASE_URL points at PgBouncer in transaction mode; unset: "
+        "RATINGS_DATABASE_URL.",
     )
     broker_url: str | None = Field(
         default=None,
@@ -124,6 +132,22 @@ class Settings(BaseSettings):
         "adds to every message's latency when the queue is nearly empty.",
     )
 
+    @field_validator("database_url", "direct_database_url")
+    @classmethod
+    def _postgresql_url(cls, value: str | None, info) -> str | None:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"RATINGS_{info.field_name.upper()}={_scheme_only(value)} must be a PostgreSQL URL "
+                             "(postgresql://user@host:5432/dbname)")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"RATINGS_BROKER_URL={_scheme_only(value)} must be a Redis URL "
+                             "(redis://host:6379/0, rediss:// for TLS)")
+        return value
+
     @model_validator(mode="after")
     def _visibility_above_time_limit(self) -> Settings:
         if self.visibility_timeout <= self.task_time_limit:
@@ -145,12 +169,24 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def session_database_url(self) -> str | None:
+        """The URL of connections that keep session state (relay, rebuild): ``direct_database_url``
+        when set, else ``database_url``."""
+        return self.direct_database_url or self.database_url
+
+    @property
     def reserved_per_child(self) -> int:
         """Messages one worker child may hold reserved (Celery's prefetch multiplier): with
         batching, two batches (one being applied, one filling), else ``prefetch_multiplier``."""
         if self.batch_size == 1:
             return self.prefetch_multiplier
         return max(self.prefetch_multiplier, 2 * self.batch_size)
+
+
+def _scheme_only(url: str) -> str:
+    """``url`` cut after its scheme (``mysql://...``): an error message never shows a password."""
+    scheme, sep, _ = url.partition("://")
+    return f"{scheme}://..." if sep else repr(url[:20])
 
 
 @lru_cache(maxsize=1)

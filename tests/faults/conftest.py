@@ -67,7 +67,7 @@ class Cluster:
     """``RATINGS_BATCH_SIZE`` of the scenario's workers."""
 
     def __init__(self, name: str, admin_url: str, broker_url: str, tmp: Path, overrides: dict[str, str],
-                 own: EmbeddedServers | None = None):
+                 own: EmbeddedServers | None = None, bouncer=None):
         self.name = name
         self.own = own
         suffix = uuid.uuid4().hex[:8]
@@ -81,8 +81,11 @@ class Cluster:
         self.queue, self.stream = f"ratings-fault-{suffix}", f"ratings-fault-{suffix}.rating-changed"
         env = {k: v for k, v in os.environ.items() if not k.startswith("RATINGS_")}
         env.update(FAULT_SETTINGS)
-        env.update(RATINGS_DATABASE_URL=self.database_url, RATINGS_BROKER_URL=broker_url,
-                   RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream)
+        # The workers' URL goes through PgBouncer (transaction mode) when the run asks for it
+        # (RATINGS_TEST_PGBOUNCER=1); the relay and the checks here use the direct one.
+        self.worker_database_url = bouncer.url_for(self.database_url) if bouncer is not None else self.database_url
+        env.update(RATINGS_DATABASE_URL=self.worker_database_url, RATINGS_DIRECT_DATABASE_URL=self.database_url,
+                   RATINGS_BROKER_URL=broker_url, RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream)
         env.update(overrides)
         self.env = env
         self.log_dir = tmp / "logs"
@@ -256,7 +259,7 @@ def batch_size() -> int:
 
 
 @pytest.fixture
-def cluster_factory(servers, tmp_path, batch_size) -> Iterator:
+def cluster_factory(servers, pgbouncer, tmp_path, batch_size) -> Iterator:
     """Make a :class:`Cluster` for the running test: ``make(overrides, own_postgres=, own_redis=)``.
 
     The workers run with ``RATINGS_BATCH_SIZE`` = ``batch_size`` (batched unless the test
@@ -273,7 +276,8 @@ def cluster_factory(servers, tmp_path, batch_size) -> Iterator:
             admin_url = own.database_url if own_postgres else admin_url
             broker_url = own.broker_url if own_redis else broker_url
         overrides = {"RATINGS_BATCH_SIZE": str(batch_size), **(overrides or {})}
-        cluster = Cluster(name, admin_url, broker_url, tmp_path, overrides, own)
+        cluster = Cluster(name, admin_url, broker_url, tmp_path, overrides, own,
+                          bouncer=pgbouncer if not own_postgres else None)
         cluster.batch_size = int(overrides["RATINGS_BATCH_SIZE"])
         cluster.figures["batch_size"] = cluster.batch_size
         made.append(cluster)

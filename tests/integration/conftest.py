@@ -36,8 +36,12 @@ def _with_dbname(url: str, dbname: str) -> str:
 class Env:
     """Handles of one integration session: URLs, names, a Redis client and the processes."""
 
-    def __init__(self, database_url: str, broker_url: str, queue: str, stream: str, procs: ServiceProcesses):
+    def __init__(self, database_url: str, broker_url: str, queue: str, stream: str, procs: ServiceProcesses,
+                 direct_database_url: str | None = None):
         self.database_url = database_url
+        self.direct_database_url = direct_database_url or database_url
+        """The session database without PgBouncer (the same as ``database_url`` unless the run goes
+        through PgBouncer: ``RATINGS_TEST_PGBOUNCER=1``)."""
         self.broker_url = broker_url
         self.queue = queue
         self.stream = stream
@@ -46,7 +50,7 @@ class Env:
 
     def connect(self) -> psycopg.Connection:
         """A new autocommit connection to the session's database."""
-        return psycopg.connect(self.database_url, autocommit=True)
+        return psycopg.connect(self.database_url, autocommit=True, prepare_threshold=None)
 
     def wait_drained(self, expected_received: int, timeout: float = 120.0):
         """Wait until ``expected_received`` messages have ended somewhere and the outbox is empty."""
@@ -61,18 +65,21 @@ class Env:
 
 
 @pytest.fixture(scope="session")
-def env(servers, tmp_path_factory) -> Iterator[Env]:
-    """A migrated database of this session's own, two worker nodes and one relay, all running."""
+def env(servers, pgbouncer, tmp_path_factory) -> Iterator[Env]:
+    """A migrated database of this session's own, two worker nodes and one relay, all running
+    (through PgBouncer in transaction mode when ``RATINGS_TEST_PGBOUNCER=1``)."""
     admin_url, broker_url = servers
     suffix = uuid.uuid4().hex[:10]
     dbname = f"ratings_test_{suffix}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{dbname}"')
-    database_url = _with_dbname(admin_url, dbname)
-    migrate(database_url)
+    direct_url = _with_dbname(admin_url, dbname)
+    migrate(direct_url)
+    database_url = pgbouncer.url_for(direct_url) if pgbouncer is not None else direct_url
     queue, stream = f"ratings-test-{suffix}", f"ratings-test-{suffix}.rating-changed"
     overrides = {
         "RATINGS_DATABASE_URL": database_url,
+        "RATINGS_DIRECT_DATABASE_URL": direct_url,
         "RATINGS_BROKER_URL": broker_url,
         "RATINGS_QUEUE": queue,
         "RATINGS_STREAM": stream,
@@ -84,12 +91,14 @@ def env(servers, tmp_path_factory) -> Iterator[Env]:
     procs.start_worker("w1", concurrency=1)
     procs.start_worker("w2", concurrency=1)
     procs.start_relay()
-    handle = Env(database_url, broker_url, queue, stream, procs)
+    handle = Env(database_url, broker_url, queue, stream, procs, direct_url)
     try:
         yield handle
     finally:
         procs.stop_all()
         handle.redis.delete(queue, stream, f"_kombu.binding.{queue}")
+        for key in handle.redis.scan_iter(f"_kombu.binding.{queue}-*"):  # queues of single tests (-logs)
+            handle.redis.delete(key)
         for key in handle.redis.scan_iter(f"{stream}:*"):
             handle.redis.delete(key)
         for k, v in saved.items():

@@ -47,11 +47,24 @@ def test_publish_a_jsonl_file_and_list_dead_letters(clean, tmp_path):
     """`ratings publish FILE` sends each line; a bad line shows up in `ratings dead-letters` with its reason."""
     path = tmp_path / "matches.jsonl"
     path.write_text(json.dumps(match("f-1", "a", "b")) + "\n" + "{not json\n" + json.dumps(match("f-2", "b", "a")) + "\n")
-    assert run_cli(clean, "publish", str(path)).returncode == 0
+    assert run_cli(clean, "publish", "--send-invalid", str(path)).returncode == 0
     counts = clean.wait_drained(3)
     assert (counts.applied, counts.dead_letters) == (2, 1)
     listing = run_cli(clean, "dead-letters")
     assert "not_json=1" in listing.stdout
+
+
+def test_publish_counts_and_leaves_out_lines_that_are_not_json_objects(clean, tmp_path):
+    """A CSV published by mistake: its lines are counted, not sent, and the command exits 1."""
+    path = tmp_path / "results.csv"
+    path.write_text("date,home_team,away_team\n1872-11-30,Scotland,England\n" + json.dumps(match("c-1", "a", "b"))
+                    + "\n")
+    result = run_cli(clean, "publish", str(path))
+    assert result.returncode == 1
+    assert "2 of 3 line(s) of results.csv are not JSON objects" in result.stderr
+    assert "published 1 message\n" in result.stdout
+    counts = clean.wait_drained(1)
+    assert (counts.applied, counts.dead_letters) == (1, 0)
 
 
 def test_generate_writes_valid_seeded_matches(clean):

@@ -70,7 +70,8 @@ def test_the_worker_role_can_read_and_write_but_not_alter_the_tables(clean):
         conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ratings_app_test') "
                      "THEN CREATE ROLE ratings_app_test LOGIN; END IF; END $$")
         conn.execute("GRANT ratings_worker TO ratings_app_test")
-    url = psycopg.conninfo.make_conninfo(clean.database_url, user="ratings_app_test")
+    # direct: the test PgBouncer logs every client in as one user (auth_type = any)
+    url = psycopg.conninfo.make_conninfo(clean.direct_database_url, user="ratings_app_test")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO dead_letters (reason_code, detail, raw_body) VALUES ('x', 'role test', '{}')")
         conn.execute("UPDATE dead_letters SET detail = 'updated' WHERE reason_code = 'x'")

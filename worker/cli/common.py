@@ -11,13 +11,40 @@ console = Console()
 err = Console(stderr=True)
 
 
-def require_database_url() -> str:
-    """``RATINGS_DATABASE_URL``; print why and exit 2 when it is not set."""
+def require_database_url(check_schema: bool = True) -> str:
+    """``RATINGS_DATABASE_URL``; print why and exit 2 when it is not set, or (``check_schema``)
+    when the database is not migrated or is newer than this code (one line; an unreachable
+    database is left to the command to report)."""
     url = get_settings().database_url
     if not url:
         err.print("[red]RATINGS_DATABASE_URL is not set[/red] (only `ratings demo` starts embedded servers).")
         raise typer.Exit(2)
+    if check_schema:
+        problem = schema_problem(url)
+        if problem:
+            err.print(f"[red]refused[/red]: {problem}")
+            raise typer.Exit(2)
     return url
+
+
+def schema_problem(url: str) -> str | None:
+    """What is wrong with the database's schema version (:class:`worker.store.schema.SchemaStatus`),
+    or None when it matches the shipped migrations or the database cannot be reached."""
+    from worker.store.connection import DatabaseError, connect
+    from worker.store.schema import schema_status
+
+    try:
+        with connect(url, autocommit=True, connect_timeout=10) as conn:
+            return schema_status(conn).problem()
+    except DatabaseError:
+        return None
+
+
+def require_session_database_url(check_schema: bool = True) -> str:
+    """``RATINGS_DIRECT_DATABASE_URL``, else ``RATINGS_DATABASE_URL`` (for commands that need a
+    session: a rebuild, migrations); exit 2 when neither is set, or as :func:`require_database_url`."""
+    require_database_url(check_schema=check_schema)
+    return get_settings().session_database_url  # type: ignore[return-value]
 
 
 def require_broker_url() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -13,7 +14,8 @@ from worker.cli.common import console, err, require_broker_url, require_database
 from worker.settings import get_settings
 from worker.store.connection import connect
 
-dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.", invoke_without_command=True)
+dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.", invoke_without_command=True,
+                               rich_markup_mode="markdown")
 
 
 @dead_letters_app.callback()
@@ -23,16 +25,26 @@ def dead_letters_default(ctx: typer.Context) -> None:
         dead_letters_list()
 
 
+class DeadLetterStatus(str, Enum):
+    """The ``--status`` choices of ``dead-letters list`` (``any``: every status)."""
+
+    OPEN = "open"
+    REQUEUED = "requeued"
+    DISCARDED = "discarded"
+    ANY = "any"
+
+
 @dead_letters_app.command("list")
 def dead_letters_list(
-    limit: Annotated[int, typer.Option(help="How many, newest first.")] = 50,
-    status: Annotated[str, typer.Option(help="open, requeued, discarded or any.")] = "open",
+    limit: Annotated[int, typer.Option(help="How many, newest first.", min=1)] = 50,
+    status: Annotated[DeadLetterStatus, typer.Option(help="Which ones.")] = DeadLetterStatus.OPEN,
     reason: Annotated[Optional[str], typer.Option(help="Only this reason code.")] = None,
 ) -> None:
     """List dead letters with their reason codes (and a count of open ones by reason)."""
+    chosen = DeadLetterStatus(status).value
     with connect(require_database_url()) as conn:
         by_reason = repository.dead_letter_counts(conn)
-        rows = repository.dead_letters(conn, limit, None if status == "any" else status, reason)
+        rows = repository.dead_letters(conn, limit, None if chosen == "any" else chosen, reason)
     console.print("open by reason: " + (", ".join(f"{k}={v}" for k, v in by_reason.items()) or "none"))
     table = Table()
     for col in ["id", "received", "reason", "status", "match_id", "detail", "raw body"]:

@@ -150,7 +150,7 @@ def evaluate(
         raise typer.Exit(1)
     console.print(ev.report_table(report))
     console.print(ev.NOTES, highlight=False, markup=False)
-    console.print(f"{report.matches:,} matches replayed under {len(policies)} polic"
+    console.print(f"{report.matches:,} match{'' if report.matches == 1 else 'es'} replayed under {len(policies)} polic"
                   f"{'y' if len(policies) == 1 else 'ies'} in {report.seconds:.1f} s", highlight=False)
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n", encoding="utf-8")

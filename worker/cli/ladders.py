@@ -14,7 +14,15 @@ import typer
 from rich.table import Table
 
 from worker import store as repository
-from worker.cli.common import configured_policies, console, err, require_database_url, require_known_ladder, who_asks
+from worker.cli.common import (
+    configured_policies,
+    console,
+    err,
+    require_database_url,
+    require_known_ladder,
+    require_session_database_url,
+    who_asks,
+)
 from worker.ops.render import leaderboard_table
 from worker.settings import get_settings
 from worker.store.connection import connect
@@ -83,7 +91,8 @@ def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: 
             result = verify_ladder(conn, name, policies[name])
             status = "[green]OK[/green]" if result.ok else f"[red]{len(result.differences)} difference(s)[/red]"
             order = "" if result.apply_order == "applied" else f", order {result.apply_order}"
-            console.print(f"verify {name}: {result.matches} matches replayed, {result.players} players "
+            console.print(f"verify {name}: {result.matches} match{'' if result.matches == 1 else 'es'} replayed, "
+                          f"{result.players} player{'' if result.players == 1 else 's'} "
                           f"(policy {result.policy_version}{order}): {status}")
             if result.configured_version != result.policy_version:
                 console.print(f"  note: the ladders file has policy {result.configured_version} for {name}; "
@@ -189,7 +198,7 @@ def rebuild(
 
         try:
             report = rebuild_ladder(
-                require_database_url(), ladder, policy, content, order.value if order else None, who_asks(by), progress,
+                require_session_database_url(), ladder, policy, content, order.value if order else None, who_asks(by), progress,
                 FaultInjector(settings.fault_injection),
             )
         except RebuildError as exc:

@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
-import typer
+import os
+import sys
 
-from worker.cli import dead_letters, dev, evaluate, importer, ladders, matches, service
-from worker.cli.common import err
-from worker.cli.events import events_app, outbox_app
-from worker.cli.policy import check_published_command, policy_app
-from worker.extras import MissingExtra
-from worker.store.connection import DatabaseUnreachable
+# Not on a terminal (a pipe, a log, CI): rich would wrap tables and help at 80 columns.
+if not sys.stdout.isatty():
+    os.environ.setdefault("COLUMNS", "200")
+    os.environ.setdefault("TERMINAL_WIDTH", "200")
+
+import typer  # noqa: E402
+from typer.core import TyperOption  # noqa: E402
+
+from worker.broker_durability import EvictingBroker  # noqa: E402
+from worker.cli import dead_letters, dev, evaluate, importer, ladders, matches, service  # noqa: E402
+from worker.cli.common import err  # noqa: E402
+from worker.cli.events import events_app, outbox_app  # noqa: E402
+from worker.cli.policy import check_published_command, policy_app  # noqa: E402
+from worker.extras import MissingExtra  # noqa: E402
+from worker.store.connection import DatabaseUnreachable  # noqa: E402
 
 app = typer.Typer(
     help="Match rating worker: rate finished matches exactly once.", no_args_is_help=True,
-    pretty_exceptions_enable=False,
+    pretty_exceptions_enable=False, rich_markup_mode="markdown",
 )
+
+_display_type_rich = TyperOption.display_type_rich
+
+
+def _no_flag_type(self: TyperOption, ctx):  # a flag takes no value: no `<bool>` label in the help
+    return None if self.is_flag else _display_type_rich(self, ctx)
+
+
+TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
 
 # Registration order is the order of `ratings --help`.
 app.command()(service.migrate)
@@ -56,7 +75,13 @@ def main() -> None:
         err.print(f"[red]broker unreachable[/red]: {exc} (check RATINGS_BROKER_URL)")
         raise SystemExit(2) from None
     except pydantic.ValidationError as exc:
-        err.print(f"[red]invalid settings[/red]: {exc}")
+        from rich.markup import escape
+
+        reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        err.print(f"[red]invalid settings[/red]: {escape(reasons)}")
+        raise SystemExit(2) from None
+    except EvictingBroker as exc:
+        err.print(f"[red]broker refused[/red]: {exc}")
         raise SystemExit(2) from None
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         err.print(f"[red]cannot read {exc.filename}[/red]: {exc.strerror}")

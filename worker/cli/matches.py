@@ -29,11 +29,41 @@ def _publish_all(matches, total: int | None, label: str) -> int:
     return n
 
 
-def publish(file: Annotated[Path, typer.Argument(help="JSON Lines file, one MatchFinished per line.")]) -> None:
-    """Publish every line of FILE to the ratings queue (invalid lines are dead-lettered by the worker)."""
+def _json_object(line: str) -> bool:
+    import json
+
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def publish(
+    file: Annotated[Path, typer.Argument(help="JSON Lines file, one MatchFinished per line.")],
+    send_invalid: Annotated[bool, typer.Option(
+        "--send-invalid", help="Also send the lines that are not JSON objects (to test dead letters).")] = False,
+) -> None:
+    """Publish every line of FILE to the ratings queue.
+
+    Lines that are not JSON objects (a CSV by mistake...) are counted and left out, with a
+    warning and exit code 1, unless `--send-invalid` (the worker then dead-letters them). Other
+    invalid messages are dead-lettered by the worker.
+    """
     lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
-    n = _publish_all(iter(lines), len(lines), f"publishing {file.name}")
-    console.print(f"published {n} message(s)")
+    invalid = [n for n, line in enumerate(lines, 1) if not _json_object(line)]
+    if invalid:
+        first = lines[invalid[0] - 1]
+        err.print(f"[yellow]warning[/yellow]: {len(invalid)} of {len(lines)} line(s) of {file.name} are not JSON "
+                  f"objects (first: line {invalid[0]}: {first[:60]!r})"
+                  + ("; sending them anyway (--send-invalid)" if send_invalid
+                     else "; not sent (use --send-invalid to send them, e.g. to test dead letters)"))
+        if not send_invalid:
+            skip = set(invalid)
+            lines = [line for n, line in enumerate(lines, 1) if n not in skip]
+    n = _publish_all(iter(lines), len(lines), f"publishing {file.name}") if lines else 0
+    console.print(f"published {n} message{'' if n == 1 else 's'}")
+    if invalid and not send_invalid:
+        raise typer.Exit(1)
 
 
 def import_football(
@@ -50,8 +80,8 @@ def import_football(
 
 
 def generate(
-    matches: Annotated[int, typer.Option(help="Number of matches.")] = 1000,
-    players: Annotated[int, typer.Option(help="Number of players.")] = 200,
+    matches: Annotated[int, typer.Option(help="Number of matches.", min=0)] = 1000,
+    players: Annotated[int, typer.Option(help="Number of players.", min=2)] = 200,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 7,
     ladder: Annotated[str, typer.Option(help="Ladder name.")] = "sedma",
 ) -> None:

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from worker.settings import get_settings
 
-policy_app = typer.Typer(help="Rating policies: what is active, its version, what changed.", no_args_is_help=True)
+policy_app = typer.Typer(help="Rating policies: what is active, its version, what changed.", no_args_is_help=True,
+                         rich_markup_mode="markdown")
 console = Console()
 err = Console(stderr=True)
 

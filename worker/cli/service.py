@@ -10,7 +10,14 @@ import typer
 from rich.table import Table
 
 from worker import store as repository
-from worker.cli.common import configured_policies, console, err, require_broker_url, require_database_url
+from worker.cli.common import (
+    configured_policies,
+    console,
+    err,
+    require_broker_url,
+    require_database_url,
+    require_session_database_url,
+)
 from worker.settings import get_settings
 from worker.store.connection import NotMigrated, connect
 
@@ -19,7 +26,7 @@ def migrate() -> None:
     """Apply pending database migrations (yoyo-migrations, files in worker/store/migrations)."""
     from worker.store.migrate import migrate as run
 
-    applied = run(require_database_url())
+    applied = run(require_session_database_url(check_schema=False))
     console.print(f"applied {len(applied)} migration(s): {', '.join(applied) or 'none pending'}")
     _record_policies()
 
@@ -42,9 +49,23 @@ def worker(
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
     pool: Annotated[str, typer.Option(help="Celery pool (prefork, solo, threads).")] = "prefork",
 ) -> None:
-    """Start a Celery worker consuming the ratings queue with the service's settings."""
-    require_database_url()
+    """Start a Celery worker consuming the ratings queue with the service's settings.
+
+    Refuses (exit 2) a database newer than this code. A database not migrated yet is reported
+    (one line now, then one per backoff interval): the worker waits, not ready, keeps the
+    messages queued, and applies them once `ratings migrate` has run.
+    """
+    from worker.cli.common import schema_problem
+
+    url = require_database_url(check_schema=False)
+    problem = schema_problem(url)
+    if problem and "newer than this code" in problem:
+        err.print(f"[red]refused[/red]: {problem}")
+        raise typer.Exit(2)
+    if problem:
+        err.print(f"[yellow]warning[/yellow]: {problem}; the worker waits for it (not ready) and keeps the messages")
     require_broker_url()
+    _warn_broker_durability()
     configured_policies()  # a broken ladders file stops the worker here, before it takes any message
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before prometheus_client is imported
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ratings-metrics-")
@@ -64,6 +85,7 @@ def relay() -> None:
 
     require_database_url()
     require_broker_url()
+    _warn_broker_durability()
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
     heartbeat = serve_relay_http(settings, configured_policies())
@@ -72,6 +94,23 @@ def relay() -> None:
     except KeyboardInterrupt:
         pass
 
+
+
+def _warn_broker_durability() -> None:
+    """Warn loudly (stderr) when the broker's settings can lose queued matches; never refuses."""
+    import redis
+
+    from worker.broker_durability import broker_durability
+
+    client = redis.Redis.from_url(require_broker_url(), socket_connect_timeout=5, socket_timeout=5)
+    try:
+        problems = broker_durability(client).problems()
+    except redis.RedisError:
+        return  # unreachable: the service's own retries and /readyz report it
+    finally:
+        client.close()
+    for problem in problems:
+        err.print(f"[bold red]WARNING[/bold red]: {problem}")
 
 
 def doctor(

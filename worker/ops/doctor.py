@@ -9,12 +9,14 @@ import redis
 
 from engine import RatingPolicy
 from worker import store as repository
+from worker.broker_durability import broker_durability
 from worker.consumer.lag import consumer_lag
 from worker.ops.verify import verify_ladder
 from worker.service.transport import queue_keys
 from worker.settings import Settings
 from worker.store.connection import DatabaseError, connect
 from worker.store.outbox_lag import outbox_lag as read_outbox_lag
+from worker.store.schema import schema_status
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,11 @@ def run_checks(
         return [Finding("database reachable", False, type(exc).__name__ + ": " + str(exc).splitlines()[0])]
     with conn:
         findings.append(Finding("database reachable", True, "connected"))
+        status = schema_status(conn)
+        findings.append(Finding("schema version", status.ok, status.problem()
+                                or f"{len(status.applied)} migration(s) applied, as shipped"))
+        if not status.ok:  # the checks below read tables that may not exist
+            return findings + _broker_findings(settings, max_queue_depth)
         lag = read_outbox_lag(conn, outbox_lag)
         stale, oldest = lag.older_than_limit, (lag.oldest_seconds if lag.unpublished else None)
         findings.append(Finding(
@@ -79,13 +86,30 @@ def run_checks(
                     f"verify {ladder}", result.ok,
                     f"{result.matches} matches, {result.players} players, {len(result.differences)} difference(s)",
                 ))
+    return findings + _broker_findings(settings, max_queue_depth)
+
+
+def _broker_findings(settings: Settings, max_queue_depth: int | None) -> list[Finding]:
+    """Broker reachable, its eviction policy and persistence, the queue depth."""
+    findings: list[Finding] = []
     try:
         client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=5)
         queued, reserved = queue_depth(client, settings.queue)
+        durability = broker_durability(client)
     except redis.RedisError as exc:
         findings.append(Finding("broker reachable", False, f"{type(exc).__name__}: {exc}"))
         return findings
     findings.append(Finding("broker reachable", True, "connected"))
+    findings.append(Finding(
+        "broker keeps the queue (no eviction)", not durability.evicting,
+        durability.problems()[0] if durability.evicting else f"maxmemory-policy {durability.maxmemory_policy}",
+    ))
+    # Persistence off is a warning, not a failure: a test or CI Redis runs without it.
+    findings.append(Finding(
+        "broker persistence", True,
+        ("WARNING: " + durability.problems()[-1]) if durability.persistence_off
+        else f"save {durability.rdb_save!r}, appendonly {durability.appendonly}",
+    ))
     ok = max_queue_depth is None or queued <= max_queue_depth
     findings.append(Finding("queue depth", ok, f"{queued} queued, {reserved} reserved (unacknowledged)"
                             + ("" if max_queue_depth is None else f"; limit {max_queue_depth}")))

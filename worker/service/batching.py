@@ -277,7 +277,9 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
     ``"requeue"``; records metrics and one log line per handled message. Never raises for a
     database error or the soft time limit: those calls are requeued.
     """
+    from worker.service.environment import BACKOFF, backoff_cap
     from worker.service.tasks import (  # the child's service, opened after fork
+        _current_settings,
         get_service,
         record_handled,
         record_transaction,
@@ -286,14 +288,16 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
     handled: list = [None] * len(calls)
     started = time.perf_counter()
     lock_wait = None
+    BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
     try:
         service = get_service()
         lock_wait = service.rate(calls, handled)
+        BACKOFF.reset()
     except SoftTimeLimitExceeded:
         log.error("batch of %d hit its soft time limit; requeueing what did not commit", len(calls))
-    except Exception as exc:  # transient errors past the retries, the service unavailable: keep the messages
-        log.error("batch of %d not applied (%s: %s); requeueing what did not commit", len(calls),
-                  type(exc).__name__, str(exc).strip())
+    except Exception as exc:  # the environment (not migrated, read-only...), transient errors past the
+        # retries, the service unavailable: keep the messages, and wait before the next batch (no tight loop)
+        BACKOFF.wait(exc, f"requeueing {sum(1 for h in handled if h is None)} message(s) of a batch of {len(calls)}")
     per_message = (time.perf_counter() - started) / max(1, len(calls))
     for (task_id, _, _), h in zip(calls, handled):
         if h is not None:

@@ -50,7 +50,7 @@ class RatingsConsumer(Consumer):
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(get_settings().database_url, autocommit=True)
+            self._conn = psycopg.connect(get_settings().database_url, autocommit=True, prepare_threshold=None)
         return self._conn
 
     def _dead_letter(self, message: Any, reason_code: str, detail: str) -> None:

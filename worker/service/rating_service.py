@@ -21,11 +21,13 @@ from engine import UnratableMatch
 from schemas import InvalidMessage, parse_match_finished
 from worker import store as repository
 from worker.outcome import Handled, Outcome
+from worker.service.environment import EnvironmentNotReady, environment_reason
 from worker.service.faults import FaultInjector
 from worker.settings import Settings
 from worker.store.connection import TRANSIENT_DATABASE_ERRORS
 from worker.store.ladders import LadderPolicy
 from worker.store.pool import ConnectionPool
+from worker.store.schema import ENVIRONMENT_DATABASE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +92,8 @@ class RatingService:
         self.settings = settings
         self.interrupts = interrupts
         self.faults = FaultInjector(settings.fault_injection)
+        self._environment_failed = False
+        self.timeouts = repository.TransactionTimeouts(settings.lock_timeout_ms, settings.statement_timeout_ms)
         stamina.instrumentation.set_on_retry_hooks([_log_retry])
 
     def _retrying(self):
@@ -115,14 +119,16 @@ class RatingService:
         locks (None when no match was applied in one transaction).
 
         Raises ``psycopg.OperationalError``/``InterfaceError`` when transient errors outlast the
-        retries, and any of ``interrupts``; entries filled before stay valid.
+        retries, :class:`worker.service.environment.EnvironmentNotReady` for an error of the
+        environment (not migrated, read-only, no privilege: never a dead letter, nothing
+        committed), and any of ``interrupts``; entries filled before stay valid.
         """
         if handled is None:
             handled = [None] * len(calls)
         entries = [self.validate(task_id, args, kwargs) for task_id, args, kwargs in calls]
         try:
             results, lock_wait = self._apply(entries)
-        except (*TRANSIENT_ERRORS, *self.interrupts):  # type: ignore[misc]  # a tuple of exception types
+        except (*TRANSIENT_ERRORS, *self.interrupts, EnvironmentNotReady):  # type: ignore[misc]  # exception types
             raise
         except Exception as exc:  # a permanent error
             if len(entries) > 1:  # find the culprit: each message alone
@@ -176,13 +182,24 @@ class RatingService:
     def _apply(self, entries: Sequence[repository.BatchEntry]) -> tuple[list[Handled], float | None]:
         """The store's one rating transaction, retrying transient errors with backoff; a lost race on
         a match id (:class:`repository.LedgerRace`) is classified again at once, up to 5 times."""
+        retire = getattr(self.pool, "retire_connections", None)
         for attempt in self._retrying():
+            if self._environment_failed and retire is not None:
+                retire()  # after an error of the environment, every attempt starts a fresh session
             with attempt, self.pool.connection() as conn:
                 for _ in range(5):
                     try:
-                        return repository.apply_batch(conn, entries, before_commit=self._before_commit)
+                        result = repository.apply_batch(conn, entries, before_commit=self._before_commit,
+                                                        timeouts=self.timeouts)
+                        self._environment_failed = False
+                        return result
                     except repository.LedgerRace as exc:
                         log.info("batch lost a race on a match id (%s); classifying it again", exc)
+                    except ENVIRONMENT_DATABASE_ERRORS as exc:
+                        # stale session state (e.g. a read-only default) must not outlive the error
+                        self._environment_failed = True
+                        conn.close()
+                        raise EnvironmentNotReady(environment_reason(exc), str(exc).strip()) from exc
                 raise RuntimeError("the batch lost the race on a match id 5 times in a row")
         raise AssertionError("unreachable: stamina retries or raises")
 

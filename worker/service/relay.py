@@ -24,11 +24,13 @@ import stamina
 
 from worker import store as repository
 from worker.service import observability
+from worker.service.environment import Backoff
 from worker.service.faults import FaultInjector
 from worker.settings import Settings
 from worker.store.connection import Connection, DatabaseUnreachable, connect
 from worker.store.events import listen_outbox, try_relay_leadership
 from worker.store.outbox_lag import outbox_lag
+from worker.store.schema import ENVIRONMENT_DATABASE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,7 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
     """
     stop = stop or threading.Event()
     client = redis.Redis.from_url(settings.broker_url)
+    backoff = Backoff()
     while not stop.is_set():
         try:
             for attempt in stamina.retry_context(
@@ -103,17 +106,21 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
                 wait_max=5.0,
             ):
                 with attempt:
-                    _relay_loop(settings, client, stop, heartbeat or observability.Heartbeat(1e9))
+                    _relay_loop(settings, client, stop, heartbeat or observability.Heartbeat(1e9), backoff)
             return
+        except ENVIRONMENT_DATABASE_ERRORS as exc:  # read-only, not migrated...: one line per wait
+            stop.wait(backoff.next_delay(exc, "the relay retries"))
         except Exception:  # pragma: no cover - logged and restarted
             log.exception("relay loop failed; restarting in 1 s")
             stop.wait(1.0)
 
 
 def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
-                heartbeat: observability.Heartbeat) -> None:
-    with connect(settings.database_url, autocommit=True) as conn, \
-            connect(settings.database_url, autocommit=True) as listen_conn:
+                heartbeat: observability.Heartbeat, backoff: Backoff) -> None:
+    # Session state (a session advisory lock for the leadership, LISTEN): a direct connection, not
+    # PgBouncer in transaction mode (RATINGS_DIRECT_DATABASE_URL).
+    url = settings.session_database_url
+    with connect(url, autocommit=True) as conn, connect(url, autocommit=True) as listen_conn:
         while not try_relay_leadership(conn):
             heartbeat.beat()
             if stop.wait(settings.relay_idle_wait):  # standby: another relay is active
@@ -124,6 +131,7 @@ def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
         while not stop.is_set():
             heartbeat.beat()
             published = relay_once(conn, client, settings, faults)
+            backoff.reset()
             if published:
                 observability.EVENTS_PUBLISHED.inc(published)
                 log.debug("published %d events", published)

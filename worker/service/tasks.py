@@ -16,6 +16,7 @@ from celery.signals import setup_logging, worker_process_init, worker_process_sh
 
 from worker.outcome import Handled, Outcome
 from worker.service import observability
+from worker.service.environment import BACKOFF, EnvironmentNotReady, backoff_cap
 from worker.service.rating_service import TRANSIENT_ERRORS, RatingService
 from worker.settings import Settings, get_settings
 
@@ -99,7 +100,12 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
         return running, {"consumer": "running" if running else "stopped"}
 
     def ready() -> tuple[bool, dict]:
+        from worker.store.schema import database_writable
+
         ok, details = observability.database_and_broker_reachable(settings.database_url, client)
+        if ok:  # reachable is not enough: migrated, writable (not a demoted primary), privileged
+            details["database_writes"] = database_writable(settings.database_url)
+            ok = details["database_writes"] == "ok"
         alive, more = consuming()
         return ok and alive, {**details, **more}
 
@@ -122,10 +128,11 @@ def apply_match(self, *args, **kwargs) -> str:
     requeue the message (``Reject(requeue=True)``); everything else ends as applied, duplicate or
     dead letter, and the message is acknowledged.
     """
+    BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
     try:
         service = get_service()
     except Exception as exc:  # broken configuration or database down at start: keep the message
-        log.exception("rating service unavailable; requeueing the message")
+        BACKOFF.wait(exc, "rating service unavailable; requeueing the message")
         raise Reject(f"service unavailable: {exc}", requeue=True) from exc
     task_id = self.request.id
     started = time.perf_counter()
@@ -136,10 +143,15 @@ def apply_match(self, *args, **kwargs) -> str:
         lock_wait = service.rate([(task_id, args, kwargs)], handled)
     except TRANSIENT_ERRORS as exc:
         log.error("transient database error outlasted retries; requeueing: %s", exc)
+        BACKOFF.wait(exc)
+        raise Reject(str(exc), requeue=True) from exc
+    except EnvironmentNotReady as exc:  # never a dead letter: wait, then requeue
+        BACKOFF.wait(exc)
         raise Reject(str(exc), requeue=True) from exc
     except SoftTimeLimitExceeded as exc:  # the message is fine; this run ran out of time
         log.error("task %s hit its soft time limit; requeueing", task_id)
         raise Reject("soft time limit", requeue=True) from exc
+    BACKOFF.reset()
     record_handled(handled[0], time.perf_counter() - started, task_id=task_id)
     record_transaction(1 if handled[0].outcome is Outcome.APPLIED else 0, lock_wait)
     return handled[0].outcome.value

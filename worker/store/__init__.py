@@ -55,8 +55,11 @@ from worker.store.rating import (  # noqa: F401
     BatchEntry,
     BatchMatch,
     LedgerRace,
+    TransactionTimeouts,
     apply_batch,
     conflict_detail,
+    set_local_timeouts,
+    transaction_timeouts,
 )
 from worker.store.read_models import (  # noqa: F401
     LEDGER_ORDER,

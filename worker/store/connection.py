@@ -27,8 +27,10 @@ Connection = psycopg.Connection
 def connect(database_url: str, *, autocommit: bool = False, connect_timeout: float | None = None) -> psycopg.Connection:
     """Open one connection to ``database_url`` (use it as a context manager: closed on exit, and
     committed on a clean exit unless ``autocommit``). ``connect_timeout`` in seconds (``None``: the
-    driver's default). Raises :data:`DatabaseUnreachable` when the server does not answer."""
-    kwargs: dict[str, object] = {"autocommit": autocommit}
+    driver's default). No server-side prepared statements (``prepare_threshold=None``), so the URL
+    may point at PgBouncer in transaction mode. Raises :data:`DatabaseUnreachable` when the server
+    does not answer."""
+    kwargs: dict[str, object] = {"autocommit": autocommit, "prepare_threshold": None}
     if connect_timeout is not None:
         kwargs["connect_timeout"] = int(connect_timeout)
     return psycopg.connect(database_url, **kwargs)  # type: ignore[arg-type]

@@ -1,30 +1,74 @@
-"""Store: the PostgreSQL connection pool of a worker process, with the service's session settings."""
+"""Store: the connection pool of a worker process, without session state (runs behind PgBouncer, transaction mode)."""
 
 from __future__ import annotations
 
+import threading
+import weakref
+
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from worker.settings import Settings
 
 
 def open_pool(settings: Settings) -> ConnectionPool:
-    """A psycopg connection pool with the worker's session settings (autocommit, timeouts).
+    """A psycopg connection pool for the rating path (autocommit connections, no prepared statements).
 
-    Opened per process (after fork in Celery children), never at import.
+    Works through PgBouncer in transaction pooling mode: no startup ``options`` (PgBouncer refuses
+    them), no server-side prepared statements (``prepare_threshold=None``: a prepared statement
+    lives in one server session, which PgBouncer hands to other clients between transactions), and
+    no session settings: the store's rating transaction applies ``lock_timeout`` and
+    ``statement_timeout`` with ``SET LOCAL`` (:func:`worker.store.rating.apply_batch`). Without
+    prepared statements every statement is planned with its parameters (the unnamed statement of
+    the extended protocol), so ``plan_cache_mode`` no longer matters.
+
+    Opened per process (after fork in Celery children), never at import. Raises ``RuntimeError``
+    when ``RATINGS_DATABASE_URL`` is not set.
     """
     if not settings.database_url:
         raise RuntimeError("RATINGS_DATABASE_URL is not set")
-    # force_custom_plan: psycopg prepares repeated statements, and a generic plan made while
-    # `players` was small (a sequential scan for the row locks) would otherwise stay in use until an
-    # ANALYZE; with autovacuum off that never comes and throughput collapses (seen in the benchmark).
-    options = (f"-c lock_timeout={settings.lock_timeout_ms} -c statement_timeout={settings.statement_timeout_ms}"
-               " -c plan_cache_mode=force_custom_plan")
-    return ConnectionPool(
+    return RatingsPool(
         settings.database_url,
         min_size=1,
         max_size=settings.pool_max_size,
-        kwargs={"autocommit": True, "options": options},
-        check=ConnectionPool.check_connection,
+        kwargs={"autocommit": True, "prepare_threshold": None},
         open=True,
         name="ratings",
     )
+
+
+class StaleConnection(Exception):
+    """A pooled connection opened before :meth:`RatingsPool.retire_connections` (discarded)."""
+
+
+class RatingsPool(ConnectionPool):
+    """A :class:`psycopg_pool.ConnectionPool` that can retire every connection it holds.
+
+    After an error of the environment (a read-only or unmigrated database...), a pooled
+    connection may keep stale session state: the ``default_transaction_read_only`` a database
+    had when the session started stays for the session's life. :meth:`retire_connections` makes
+    the pool discard, when next handed out, every connection opened before the call.
+    """
+
+    def __init__(self, *args, **kwargs):
+        self._epoch = 0
+        self._born: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
+        self._epoch_lock = threading.Lock()
+        super().__init__(*args, configure=self._stamp, check=self._check, **kwargs)
+
+    def _stamp(self, conn: psycopg.Connection) -> None:
+        with self._epoch_lock:
+            self._born[conn] = self._epoch
+
+    def _check(self, conn: psycopg.Connection) -> None:
+        with self._epoch_lock:
+            stale = self._born.get(conn, -1) != self._epoch
+        if stale:  # closed, so the pool drops it (a connection failing the check only goes back otherwise)
+            conn.close()
+            raise StaleConnection("opened before the last error of the environment")
+        ConnectionPool.check_connection(conn)
+
+    def retire_connections(self) -> None:
+        """Discard every connection opened before now (each when next taken from the pool)."""
+        with self._epoch_lock:
+            self._epoch += 1

@@ -53,6 +53,31 @@ class BatchDeadLetter:
 BatchEntry = BatchMatch | BatchDeadLetter
 
 
+@dataclass(frozen=True, slots=True)
+class TransactionTimeouts:
+    """``lock_timeout`` and ``statement_timeout`` of one transaction, in milliseconds (0: none)."""
+
+    lock_timeout_ms: int
+    statement_timeout_ms: int
+
+
+def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts) -> None:
+    """Apply ``timeouts`` to the current transaction only (``set_config(..., true)``, i.e. ``SET
+    LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires."""
+    cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+                (f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms"))
+
+
+def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts) -> tuple[str, str]:
+    """``SHOW lock_timeout`` and ``SHOW statement_timeout`` inside a transaction that applied
+    ``timeouts`` as the rating transaction does (rolled back; for checks and tests)."""
+    with conn.transaction(force_rollback=True), conn.cursor() as cur:
+        set_local_timeouts(cur, timeouts)
+        lock = cur.execute("SHOW lock_timeout").fetchone()[0]
+        statement = cur.execute("SHOW statement_timeout").fetchone()[0]
+    return lock, statement
+
+
 class LedgerRace(Exception):
     """A concurrent transaction committed a match id this batch was about to apply; the batch
     rolled back and is classified again (the caller retries it)."""
@@ -68,6 +93,7 @@ def apply_batch(
     conn: psycopg.Connection,
     entries: Sequence[BatchEntry],
     before_commit: Callable[[], None] | None = None,
+    timeouts: TransactionTimeouts | None = None,
 ) -> tuple[list[Handled], float | None]:
     """Apply 1 to N messages, in queue order, in one transaction: the only rating transaction.
 
@@ -93,6 +119,9 @@ def apply_batch(
        statement each (``unnest`` of arrays sent in binary), history and outbox rows by ``COPY``;
        one ``NOTIFY``; ``before_commit`` runs, then COMMIT.
 
+    ``timeouts`` (milliseconds) are applied first with ``SET LOCAL`` (they end with the transaction:
+    no session state, so the connection may come through PgBouncer in transaction mode).
+
     ``conn`` must be in autocommit mode (this function owns the transaction). Raises
     :class:`LedgerRace` (after rolling back) when a concurrent transaction committed one of the
     batch's match ids first; ``psycopg.errors.LockNotAvailable`` past ``lock_timeout``; other
@@ -102,6 +131,8 @@ def apply_batch(
     """
     results: list[Handled | None] = [None] * len(entries)
     with conn.transaction(), conn.cursor() as cur:
+        if timeouts is not None:
+            set_local_timeouts(cur, timeouts)
         lock_wait = _classify_and_apply(cur, entries, results)
         if before_commit is not None:
             before_commit()
