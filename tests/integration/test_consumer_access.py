@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -168,8 +169,11 @@ def test_the_read_only_backfill_role_reads_events_and_ratings_and_cannot_write(c
         conn.execute(f"CREATE ROLE {role} LOGIN")
         conn.execute(f"GRANT ratings_reader TO {role}")
     try:
-        url = psycopg.conninfo.make_conninfo(clean.database_url, user=role)
-        env = {"RATINGS_DATABASE_URL": url}
+        # A URL (the settings refuse a keyword/value DSN): the same server and database, as the role,
+        # direct (a test PgBouncer logs every client in as one user: auth_type = any).
+        parts = urlsplit(clean.direct_database_url)
+        url = urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}"))
+        env = {"RATINGS_DATABASE_URL": url, "RATINGS_DIRECT_DATABASE_URL": url}
         import os
 
         read = subprocess.run([sys.executable, "-m", "worker", "events", "read"],
