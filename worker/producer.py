@@ -21,6 +21,7 @@ re-publishing the same match later is safe (``match_id`` is the idempotency key)
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import socket
@@ -70,13 +71,21 @@ def producer_app(broker_url: str, check_broker: bool = True) -> Celery:
     (:data:`BROKER_SOCKET_TIMEOUTS`).
 
     ``check_broker``: first refuse a Redis that may evict the queue (``maxmemory-policy``
-    ``allkeys-*``): raises :class:`worker.broker_durability.EvictingBroker`, or
-    ``redis.ConnectionError`` when Redis cannot be reached.
+    ``allkeys-*``): raises :class:`worker.broker_durability.EvictingBroker`. A Redis that cannot be
+    reached now is not an error here (a game server may start while its broker restarts): the check
+    is skipped with a warning, and :func:`publish_match` retries, then raises
+    :class:`BrokerUnavailable`.
     """
     if check_broker and broker_url.startswith(("redis://", "rediss://", "unix://")):
+        import redis
+
         from worker.broker_durability import refuse_evicting_broker
 
-        refuse_evicting_broker(broker_url)
+        try:
+            refuse_evicting_broker(broker_url)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            logging.getLogger(__name__).warning(
+                "broker not reachable (%s): its eviction policy was not checked", type(exc).__name__)
     app = Celery("ratings-producer", broker=broker_url)
     app.conf.update(task_serializer="json", accept_content=["json"], task_ignore_result=True,
                     broker_transport_options=dict(BROKER_SOCKET_TIMEOUTS), broker_connection_retry=False)
