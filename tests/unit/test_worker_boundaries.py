@@ -105,9 +105,7 @@ SQL_START = re.compile(
     r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|TRUNCATE|VACUUM|CREATE|DROP|ALTER|COPY|SHOW|LISTEN|NOTIFY)\s")
 
 # Modules still over ~500 lines, each owned by another change in flight (delete an entry once it is split).
-LONG_MODULES = {
-    "schemas/match_finished.py": "the inbound contract (schemas/ is owned by the schemas work)",
-}
+LONG_MODULES: dict[str, str] = {}  # none: every module is under the limit
 # Modules outside worker/store holding SQL: none.
 SQL_OUTSIDE_STORE: set[str] = set()
 
