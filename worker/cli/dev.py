@@ -23,8 +23,9 @@ def demo(
 
 def bench(
     matches: Annotated[int, typer.Option(help="Messages per run: no-op baseline, full load, hot players.", min=10)] = 10_000,
-    workers: Annotated[str, typer.Option(help="Worker process counts of the scaling table, comma-separated.")] = "1,2,4",
+    workers: Annotated[str, typer.Option(help="Worker process counts of the scaling table, comma-separated.")] = "1,2,4,8",
     main_workers: Annotated[Optional[int], typer.Option(help="Worker processes of the headline, half-load and hot-player runs (default: the listed count closest to the CPU count).", min=1)] = None,
+    publishers: Annotated[int, typer.Option(help="Publisher processes (pre-encoded messages pipelined to Redis).", min=1, max=64)] = 2,
     players: Annotated[int, typer.Option(help="Players the generated matches draw from (uniformly).", min=10)] = 100_000,
     soak_matches: Annotated[int, typer.Option(help="Extra full-load run at the main worker count, for worker memory (e.g. 200000).", min=0)] = 0,
     ledger_size: Annotated[int, typer.Option(help="Matches of the generated ledger that verify replays (timed at 10, 30 and 100 %).", min=0)] = 1_000_000,
@@ -54,7 +55,7 @@ def bench(
         err.print(f"[red]--workers must be positive integers separated by commas[/red], got {workers!r}")
         raise typer.Exit(2)
     config = BenchConfig(
-        matches=matches, workers=counts, main_workers=main_workers, players=players, soak_matches=soak_matches,
+        matches=matches, workers=counts, main_workers=main_workers, publishers=publishers, players=players, soak_matches=soak_matches,
         ledger_size=ledger_size, ledger_players=ledger_players, engine_matches=engine_matches, repeats=repeats,
         skip_engine=skip_engine, skip_service=skip_service, skip_ledger=skip_ledger, skip_scaling=skip_scaling,
         seed=seed, output=output,

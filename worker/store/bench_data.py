@@ -122,3 +122,16 @@ def ledger_table_mib(conn: psycopg.Connection) -> float:
     """Size of the ``ledger`` table with its indexes and TOAST, in MiB."""
     row = conn.execute("SELECT pg_total_relation_size('ledger')").fetchone()
     return (row[0] if row else 0) / 2**20
+
+
+def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int]]:
+    """(backends connected to this connection's database other than this session's own, the
+    server's background processes: WAL writer, checkpointer, autovacuum...) as process ids
+    (``pg_stat_activity``), for the bench's CPU accounting."""
+    rows = conn.execute(
+        "SELECT pid, backend_type, datname = current_database() FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid()"
+    ).fetchall()
+    backends = [pid for pid, kind, ours in rows if kind == "client backend" and ours]
+    background = [pid for pid, kind, _ in rows if kind not in ("client backend", "walsender")]
+    return backends, background

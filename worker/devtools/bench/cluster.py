@@ -16,6 +16,8 @@ import redis
 
 from worker import store as repository
 from worker.devtools.bench.common import NOOP_TASK, RATING_TASK, latency_summary
+from worker.devtools.bench.cpu import CpuMeter, Snapshot, per_match
+from worker.devtools.bench.publishers import Published, encode_all, publish
 from worker.devtools.runtime import ServiceProcesses
 from worker.settings import get_settings
 from worker.store import bench_data
@@ -143,6 +145,10 @@ class Cluster:
 
     vacuum_interval: float = 0.0
     """Seconds between the bench's VACUUM (ANALYZE) rounds during a run (0: none; see :class:`_Vacuum`)."""
+    publishers: int = 2
+    """Publisher processes (:mod:`worker.devtools.bench.publishers`)."""
+    chunk: int = 20
+    """Messages per pipelined round trip of a publisher (unpaced runs)."""
 
     def __init__(self, database_url: str, broker_url: str, workers: int, log_dir: Path, loglevel: str,
                  overrides: dict[str, str] | None = None):
@@ -159,9 +165,6 @@ class Cluster:
         self.workers = workers
         self.loglevel = loglevel
         self.redis = redis.Redis.from_url(broker_url)
-        from worker.producer import producer_app
-
-        self.producer_app = producer_app(broker_url)
 
     def start(self, timeout: float = 90.0) -> None:
         for i in range(self.workers):
@@ -212,70 +215,74 @@ class Cluster:
                 pass
         return n
 
-    def publish(self, task: str, bodies: list[dict], rate: float | None = None) -> list[float]:
-        """Publish one ``task`` message per body (paced at ``rate`` per second when given); return
-        each message's publish time (``time.time()`` just before it was sent)."""
-        times = []
-        app = self.producer_app
-        with app.producer_or_acquire() as producer:
-            start = time.time()
-            for i, body in enumerate(bodies):
-                if rate:
-                    delay = start + i / rate - time.time()
-                    if delay > 0:
-                        time.sleep(delay)
-                times.append(time.time())
-                app.send_task(task, args=[body], queue=self.queue, producer=producer, ignore_result=True)
-        return times
+    def publish(self, task: str, bodies: list[dict], rate: float | None = None) -> Published:
+        """Publish one ``task`` message per body from :attr:`publishers` processes, pre-encoded and
+        pipelined (:mod:`worker.devtools.bench.publishers`; paced at ``rate`` per second in all when
+        given); return each message's publish time and the publishers' own figures."""
+        envelopes = encode_all(task, bodies, self.queue)
+        return publish(self.broker_url, self.queue, envelopes, self.publishers, self.chunk, rate)
 
     def _signal_workers(self, sig: int) -> None:
         for name, proc in self.procs.procs.items():
             if name.startswith("w"):
                 os.killpg(proc.pid, sig)  # the node's session: its main process and its children
 
-    def _publish_timed(self, task: str, bodies: list[dict], rate: float | None,
-                       preload: bool) -> tuple[list[float], float, float]:
-        """Publish; return (publish times, when publishing ended, when the clock starts).
+    def cpu_meter(self, conn) -> CpuMeter:
+        """A :class:`CpuMeter` of this cluster's processes (``conn``: the bench's own connection)."""
+        workers = [p.pid for n, p in self.procs.procs.items() if n.startswith("w")]
+        relays = [p.pid for n, p in self.procs.procs.items() if n.startswith("relay")]
+        return CpuMeter(workers, relays, conn, self.redis)
+
+    def _publish_timed(self, task: str, bodies: list[dict], rate: float | None, preload: bool,
+                       meter: CpuMeter) -> tuple[Published, float, Snapshot]:
+        """Publish; return (what the publishers did, when the clock starts, CPU snapshot then).
 
         With ``preload`` the worker nodes are stopped (SIGSTOP) while the queue fills and the clock
-        starts when they continue (SIGCONT): the consumers' rate without the publisher beside them.
+        starts when they continue (SIGCONT): the consumers' rate without the publishers beside them,
+        and the publishers' rate without the consumers beside them.
         """
         if not preload:
-            times = self.publish(task, bodies, rate)
-            return times, time.time(), times[0]
+            before = meter.snapshot()
+            out = self.publish(task, bodies, rate)
+            return out, out.first, before
         self._signal_workers(signal.SIGSTOP)
         try:
-            times = self.publish(task, bodies, rate)
+            out = self.publish(task, bodies, rate)
         finally:
-            published = time.time()
+            before = meter.snapshot()
+            clock = time.time()
             self._signal_workers(signal.SIGCONT)
-        return times, published, published
+        return out, clock, before
 
     def run_noop(self, bodies: list[dict], timeout: float, preload: bool = False) -> dict[str, Any]:
         """The baseline: one ``ratings.noop`` per body; messages / (last ack − first publish), or with
         ``preload`` / (last ack − workers continued)."""
         self.reset()
-        times, published, clock = self._publish_timed(NOOP_TASK, bodies, None, preload)
-        deadline = time.monotonic() + timeout
-        end = None
-        while True:
-            if self.redis.llen(self.queue) == 0 and self._my_unacked() == 0:
-                seen = time.time()
-                time.sleep(0.1)  # confirm: a message between BRPOP and its unacked entry would reappear
-                if self.redis.llen(self.queue) == 0 and self._my_unacked() == 0:
-                    end = seen
-                    break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no-op baseline not done after {timeout:.0f} s")
-            time.sleep(0.005)
         with connect(self.database_url, autocommit=True) as conn:
+            meter = self.cpu_meter(conn)
+            pub, clock, before = self._publish_timed(NOOP_TASK, bodies, None, preload, meter)
+            end = self._wait_noop_end(timeout)
+            cpu = per_match(before, meter.snapshot(), len(bodies), pub.cpu_seconds)
             dead = repository.counts(conn).dead_letters
         if dead:
             raise RuntimeError(f"{dead} no-op message(s) were dead-lettered: the workers do not know {NOOP_TASK}")
         elapsed = end - clock
         return {"kind": "noop_preloaded" if preload else "noop", "messages": len(bodies), "seconds": round(elapsed, 3),
-                "per_s": round(len(bodies) / elapsed, 1),
-                "publish_per_s": round(len(bodies) / max(published - times[0], 1e-9), 1)}
+                "per_s": round(len(bodies) / elapsed, 1), "publish_per_s": round(pub.per_s, 1),
+                "publishers": pub.publishers, "cpu_per_message": cpu}
+
+    def _wait_noop_end(self, timeout: float) -> float:
+        """When the last no-op message was acknowledged (the queue and this queue's unacked entries empty)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.redis.llen(self.queue) == 0 and self._my_unacked() == 0:
+                seen = time.time()
+                time.sleep(0.1)  # confirm: a message between BRPOP and its unacked entry would reappear
+                if self.redis.llen(self.queue) == 0 and self._my_unacked() == 0:
+                    return seen
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no-op baseline not done after {timeout:.0f} s")
+            time.sleep(0.005)
 
     def run_matches(self, label: str, matches: list[dict], timeout: float, rate: float | None = None,
                     preload: bool = False) -> dict[str, Any]:
@@ -291,11 +298,12 @@ class Cluster:
         from worker.ops.verify import verify_ladder
         from worker.policy.ladders import load_ladders
 
-        times, published, clock = self._publish_timed(RATING_TASK, matches, rate, preload)
-        sent = {m["match_id"]: t for m, t in zip(matches, times)}
         expected_events = _events_of(matches)
         deadline = time.monotonic() + timeout
         with connect(self.database_url, autocommit=True) as conn:
+            meter = self.cpu_meter(conn)
+            pub, clock, before = self._publish_timed(RATING_TASK, matches, rate, preload, meter)
+            sent = {m["match_id"]: t for m, t in zip(matches, pub.times)}
             # Poll the stream's length (O(1) in Redis), not the tables: count(*) over a growing
             # outbox every few milliseconds would take CPU from the workers being measured.
             # Every 5 s the exact counts end the wait if messages were dead-lettered instead.
@@ -314,6 +322,7 @@ class Cluster:
                     raise TimeoutError(f"{label}: not done after {timeout:.0f} s: {repository.counts(conn)}, "
                                        f"{self.redis.xlen(self.stream)} of {expected_events} events on the stream")
                 time.sleep(0.05)
+            cpu = per_match(before, meter.snapshot(), len(matches), pub.cpu_seconds)
             committed = bench_data.commit_times(conn)
             policies = load_ladders(get_settings().ladders_file)
             verified = all(verify_ladder(conn, ladder, policy).ok for ladder, policy in policies.items())
@@ -335,7 +344,7 @@ class Cluster:
         return {
             "kind": label, "messages": len(matches), "events": expected_events,
             "paced_per_s": round(rate, 1) if rate else None,
-            "publish_per_s": round(len(matches) / max(published - times[0], 1e-9), 1),
+            "publish_per_s": round(pub.per_s, 1), "publishers": pub.publishers, "cpu_per_message": cpu,
             "seconds_to_last_event": round(last_event - first, 3),
             "per_s": round(len(matches) / (last_event - first), 1),
             "per_s_to_last_commit": round(len(matches) / (last_commit - first), 1),

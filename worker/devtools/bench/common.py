@@ -26,8 +26,10 @@ class BenchConfig:
     """What ``ratings bench`` runs (see the command's options)."""
 
     matches: int = 10_000
-    workers: list[int] = field(default_factory=lambda: [1, 2, 4])
+    workers: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
     main_workers: int | None = None
+    publishers: int = 2
+    """Publisher processes pushing pre-encoded messages (:mod:`worker.devtools.bench.publishers`)."""
     players: int = 100_000
     hot_share: float = 0.2
     hot_players: int = 10

@@ -43,19 +43,10 @@ def print_results(results: dict[str, Any]) -> None:
         t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
         console.print(t)
     if service := results.get("service"):
-        t = Table(title="service: matches per second, first publish to last event (baseline: no-op tasks to last ack); "
-                        f"RATINGS_BATCH_SIZE={service.get('batch_size', 1)}")
-        for col in ("worker processes", "no-op baseline/s", "rating path/s", "rating / baseline",
-                    "p50 publish→event ms", "p99 publish→event ms", "publisher alone/s", "no-op, queue filled first/s"):
-            t.add_column(col, justify="right")
-        for row in service["scaling"]:
-            t.add_row(str(row["workers"]), _n(row["baseline_per_s"]), _n(row["rating_per_s"]), f"{row['ratio']:.0%}",
-                      _n(row["p50_publish_to_event_ms"]), _n(row["p99_publish_to_event_ms"]),
-                      _n(row["publish_per_s"]), _n(row["baseline_preloaded_per_s"]))
-        console.print(t)
+        print_scaling(console, service)
         if any(row.get("baseline_unbatched_workers_per_s") for row in service["scaling"]):
             console.print("no-op baseline: the better of the no-op on the batched workers' settings and on workers "
-                          "without batching (RATINGS_BATCH_SIZE=1): " + "; ".join(
+                          "without batching (RATINGS_BATCH_SIZE=1), batched / unbatched: " + "; ".join(
                               f"{row['workers']} w: {_n(row['baseline_same_workers_per_s'])} / "
                               f"{_n(row['baseline_unbatched_workers_per_s'])}/s" for row in service["scaling"]))
         if not service.get("server_autovacuum", True):
@@ -107,3 +98,35 @@ def print_results(results: dict[str, Any]) -> None:
             met = "-" if r["met"] is None else ("[green]yes[/green]" if r["met"] else "[red]no[/red]")
             t.add_row(r["target"], r["wanted"], _n(r["reached"]) + (f" ({r['note']})" if r["note"] else ""), met)
         console.print(t)
+
+
+def print_scaling(console: Console, service: dict[str, Any]) -> None:
+    """The scaling tables: throughput end to end and consumers only, each beside its no-op
+    baseline, the publishers' own capacity, and CPU milliseconds per match by process."""
+    rows = service["scaling"]
+    pubs = rows[0].get("publishers", 1) if rows else 1
+    t = Table(title=f"service: matches per second, RATINGS_BATCH_SIZE={service.get('batch_size', 1)}; end to end = "
+                    f"first publish to last event, {pubs} publisher processes beside the workers; consumers only = "
+                    "queue filled first, workers continued to last event (no-op: to last ack)")
+    for col in ("worker processes", "end to end: no-op/s", "rating/s", "ratio", "p99 publish→event ms",
+                "publishers alone/s", "consumers only: no-op/s", "rating/s", "ratio"):
+        t.add_column(col, justify="right")
+    for row in rows:
+        t.add_row(str(row["workers"]), _n(row["baseline_per_s"]), _n(row["rating_per_s"]), f"{row['ratio']:.0%}",
+                  _n(row["p99_publish_to_event_ms"]), _n(row.get("publishers_alone_per_s")),
+                  _n(row["baseline_preloaded_per_s"]), _n(row.get("rating_preloaded_per_s")),
+                  f"{row['preloaded_ratio']:.0%}" if row.get("preloaded_ratio") is not None else "-")
+    console.print(t)
+    t = Table(title="CPU ms per match by process (processes' own counters), consumers only; "
+                    "no-op baseline in the last column")
+    parts = ("postgresql_backends", "postgresql_background", "worker_main", "worker_children", "redis", "relay")
+    for col in ("worker processes", "PostgreSQL backends", "PostgreSQL background", "worker main", "worker child",
+                "Redis", "relay", "service total", "publishers", "no-op total"):
+        t.add_column(col, justify="right")
+    for row in rows:
+        cpu, noop = row.get("cpu_per_match_preloaded"), row.get("cpu_per_noop_preloaded")
+        if not cpu:
+            continue
+        t.add_row(str(row["workers"]), *(f"{cpu[f'{p}_ms']:.3f}" for p in parts), f"{cpu['service_total_ms']:.3f}",
+                  f"{cpu.get('publishers_ms', 0):.3f}", f"{noop['service_total_ms']:.3f}" if noop else "-")
+    console.print(t)

@@ -63,10 +63,32 @@ def targets(results: dict[str, Any], config: BenchConfig) -> list[dict[str, Any]
     if service and "hot_players" in service:
         v = service["hot_players"]["share_of_uniform"]
         add("hot players / uniform throughput", ">= 70 %", f"{v:.0%}", v >= 0.7)
+    if service and service.get("scaling"):
+        service_targets(service, add)
     if service and "half_load" in service:
         v = service["half_load"]["latency_publish_to_event"]["p99_ms"]
         add("p99 publish -> event at half load", "<= 100 ms", v, v is not None and v <= 100)
     return rows
+
+
+def service_targets(service: dict[str, Any], add) -> None:
+    """Issue 16's targets on the scaling rows: consumers-only capacity against the no-op, the rating
+    path at 4 and 8 worker processes against 2, CPU per match."""
+    rows = {row["workers"]: row for row in service["scaling"]}
+    main = rows.get(service["main_workers"])
+    if main:
+        v = main["preloaded_ratio"]
+        add(f"consumers only, {main['workers']} worker processes / no-op baseline", ">= 2 x (ambition 5 x)",
+            f"{v:.2f} x", v >= 2)
+        cpu = main["cpu_per_match_preloaded"]["service_total_ms"]
+        add(f"CPU per match, all processes, consumers only, {main['workers']} worker processes", "<= 0.4 ms",
+            f"{cpu:.3f} ms", cpu <= 0.4)
+    two = rows.get(2)
+    for w in (4, 8):
+        if two and w in rows:
+            for key, label in (("rating_per_s", "end to end"), ("rating_preloaded_per_s", "consumers only")):
+                v = rows[w][key] / two[key]
+                add(f"rating path {label}, {w} / 2 worker processes", ">= 90 %", f"{v:.0%}", v >= 0.9)
 
 
 def run_bench(config: BenchConfig) -> int:

@@ -33,6 +33,7 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
             # (RATINGS_BATCH_SIZE=1, prefetch multiplier as configured), and the better one counts.
             plain = Cluster(database_url, broker_url, workers, log_dir / f"workers-{workers}-unbatched",
                             config.loglevel, overrides={"RATINGS_BATCH_SIZE": "1"})
+            plain.publishers = config.publishers
             out.setdefault("queues", []).append(plain.queue)
             out.setdefault("streams", []).append(plain.stream)
             try:
@@ -48,6 +49,7 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
                 plain.stop()
         cluster = Cluster(database_url, broker_url, workers, log_dir / f"workers-{workers}", config.loglevel)
         cluster.vacuum_interval = out["bench_vacuum_interval_s"]
+        cluster.publishers = config.publishers
         out["noop_task_wired"] = cluster.wired
         out.setdefault("queues", []).append(cluster.queue)
         out.setdefault("streams", []).append(cluster.stream)
@@ -61,37 +63,28 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
             progress.print(f"  baseline: {n} no-op tasks (then again with the queue filled first)")
             noop = cluster.run_noop(bodies, timeout) | {"workers": workers}
             noop_preloaded = cluster.run_noop(bodies, timeout, preload=True) | {"workers": workers}
-            progress.print(f"  rating path: {n} matches at full load")
+            progress.print(f"  rating path: {n} matches at full load (then others with the queue filled first)")
             full = cluster.run_matches("uniform_full_load", bodies, timeout) | {"workers": workers}
-            runs += [noop, noop_preloaded, full]
-            noop_same = noop
+            drained = cluster.run_matches(
+                "uniform_preloaded", service_matches(n, config.seed + 300, f"bench-pre-w{workers}", config.players),
+                timeout, preload=True) | {"workers": workers}
+            runs += [noop, noop_preloaded, full, drained]
+            noop_same, noop_same_preloaded = noop, noop_preloaded
             if unbatched_noop is not None and unbatched_noop["per_s"] > noop["per_s"]:
                 noop = unbatched_noop
             if unbatched_noop_preloaded is not None and unbatched_noop_preloaded["per_s"] > noop_preloaded["per_s"]:
                 noop_preloaded = unbatched_noop_preloaded
-            scaling.append({
-                "workers": workers, "baseline_per_s": noop["per_s"], "baseline_kind": noop["kind"],
-                "baseline_same_workers_per_s": noop_same["per_s"],
-                "baseline_unbatched_workers_per_s": unbatched_noop["per_s"] if unbatched_noop else None,
-                "rating_per_s": full["per_s"],
-                "ratio": round(full["per_s"] / noop["per_s"], 3),
-                "publish_per_s": noop["publish_per_s"], "baseline_preloaded_per_s": noop_preloaded["per_s"],
-                "p50_publish_to_event_ms": full["latency_publish_to_event"]["p50_ms"],
-                "p99_publish_to_event_ms": full["latency_publish_to_event"]["p99_ms"],
-            })
-            processed = 200 + n
+            scaling.append(scaling_row(workers, noop, noop_same, unbatched_noop, noop_preloaded,
+                                       noop_same_preloaded, unbatched_noop_preloaded, full, drained))
+            processed = 200 + 2 * n
             if workers == main:
-                progress.print(f"  rating path: {n} matches with the queue filled first")
-                drained = cluster.run_matches(
-                    "uniform_preloaded", service_matches(n, config.seed + 300, f"bench-pre-w{workers}", config.players),
-                    timeout, preload=True) | {"workers": workers}
-                runs.append(drained)
                 out["headline"] = {"workers": workers, "baseline_per_s": noop["per_s"], "rating_per_s": full["per_s"],
                                    "ratio": round(full["per_s"] / noop["per_s"], 3),
                                    "preloaded_baseline_per_s": noop_preloaded["per_s"],
                                    "preloaded_rating_per_s": drained["per_s"],
-                                   "preloaded_ratio": round(drained["per_s"] / noop_preloaded["per_s"], 3)}
-                processed += n
+                                   "preloaded_ratio": round(drained["per_s"] / noop_preloaded["per_s"], 3),
+                                   "cpu_per_match_preloaded": drained["cpu_per_message"],
+                                   "cpu_per_match_full_load": full["cpu_per_message"]}
                 half_rate = full["per_s"] / 2
                 half_n = max(50, n // 2)
                 progress.print(f"  half load: {half_n} matches paced at {half_rate:.0f}/s")
@@ -139,5 +132,35 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
     out["scaling"] = scaling
     out["runs"] = runs
     return out
+
+
+def scaling_row(workers: int, noop: dict, noop_same: dict, unbatched_noop: dict | None, noop_preloaded: dict,
+                noop_same_preloaded: dict, unbatched_noop_preloaded: dict | None, full: dict,
+                drained: dict) -> dict[str, Any]:
+    """One row of the scaling table: end to end (publishers beside the workers) and consumers only
+    (queue filled first), each beside its no-op baseline of the same run (``noop``/``noop_preloaded``:
+    the better of the batched and unbatched workers'), the publishers' own capacity (publishing
+    into a queue whose workers are stopped) and CPU milliseconds per message by process."""
+    return {
+        "workers": workers,
+        "baseline_per_s": noop["per_s"], "baseline_kind": noop["kind"],
+        "baseline_same_workers_per_s": noop_same["per_s"],
+        "baseline_unbatched_workers_per_s": unbatched_noop["per_s"] if unbatched_noop else None,
+        "rating_per_s": full["per_s"], "ratio": round(full["per_s"] / noop["per_s"], 3),
+        "publish_per_s": full["publish_per_s"],
+        "publishers_alone_per_s": max(drained["publish_per_s"], noop_same_preloaded["publish_per_s"]),
+        "publishers": full["publishers"],
+        "baseline_preloaded_per_s": noop_preloaded["per_s"], "baseline_preloaded_kind": noop_preloaded["kind"],
+        "baseline_preloaded_same_workers_per_s": noop_same_preloaded["per_s"],
+        "baseline_preloaded_unbatched_workers_per_s":
+            unbatched_noop_preloaded["per_s"] if unbatched_noop_preloaded else None,
+        "rating_preloaded_per_s": drained["per_s"],
+        "preloaded_ratio": round(drained["per_s"] / noop_preloaded["per_s"], 3),
+        "p50_publish_to_event_ms": full["latency_publish_to_event"]["p50_ms"],
+        "p99_publish_to_event_ms": full["latency_publish_to_event"]["p99_ms"],
+        "cpu_per_match_preloaded": drained["cpu_per_message"],
+        "cpu_per_match_full_load": full["cpu_per_message"],
+        "cpu_per_noop_preloaded": noop_preloaded["cpu_per_message"],
+    }
 
 

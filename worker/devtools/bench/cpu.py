@@ -1,0 +1,106 @@
+"""``ratings bench`` part: CPU time per match, split by process, from the processes' own counters.
+
+Each process's user + system CPU seconds are read at the start and at the end of a run, and the
+difference is divided by the run's messages:
+
+* worker main processes (the Celery consumer: Redis, decoding, batching, acknowledgements) and
+  worker children (validation, engine, SQL) through ``psutil`` (``/proc/<pid>/stat``);
+* the relay process, likewise;
+* PostgreSQL: the backends connected to the bench's database (``pg_stat_activity``, the bench's
+  own observing connection left out), and apart from them the server's background processes
+  (WAL writer, checkpointer, background writer, autovacuum: shared with anything else the server
+  runs);
+* Redis: the server's own counters (``INFO cpu``: ``used_cpu_user`` + ``used_cpu_sys``), the whole
+  server (shared with anything else that uses it);
+* the bench's publishers report their own CPU seconds (:mod:`worker.devtools.bench.publishers`);
+  they stand for the game servers and are not counted in the service's total.
+
+Read through psutil, so the servers must run on this machine (as the latency figures need too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from worker.store import bench_data
+
+SERVICE_PARTS = ("postgresql_backends", "postgresql_background", "worker_main", "worker_children", "redis", "relay")
+"""The parts summed into the service's CPU per match."""
+
+
+def _cpu(pid: int) -> float:
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return 0.0
+    return t.user + t.system
+
+
+@dataclass
+class Snapshot:
+    """CPU seconds per process at one instant, grouped by part (``part -> {pid: seconds}``)."""
+
+    parts: dict[str, dict[int, float]] = field(default_factory=dict)
+
+
+class CpuMeter:
+    """Takes :class:`Snapshot` s of the service's processes.
+
+    ``worker_pids``: the worker nodes' main processes (their children are found at each snapshot);
+    ``relay_pids``: relay processes; ``conn``: an autocommit connection to the bench's database
+    (its own backend is left out); ``redis_client``: a client of the broker.
+    """
+
+    def __init__(self, worker_pids: list[int], relay_pids: list[int], conn, redis_client: redis.Redis):
+        self.worker_pids = worker_pids
+        self.relay_pids = relay_pids
+        self.conn = conn
+        self.redis = redis_client
+
+    def snapshot(self) -> Snapshot:
+        """Every part's processes and their CPU seconds now."""
+        import psutil
+
+        s = Snapshot({p: {} for p in SERVICE_PARTS})
+        for pid in self.worker_pids:
+            s.parts["worker_main"][pid] = _cpu(pid)
+            try:
+                children = psutil.Process(pid).children(recursive=True)
+            except psutil.NoSuchProcess:
+                children = []
+            for child in children:
+                s.parts["worker_children"][child.pid] = _cpu(child.pid)
+        for pid in self.relay_pids:
+            s.parts["relay"][pid] = _cpu(pid)
+        backends, background = bench_data.server_process_ids(self.conn)
+        s.parts["postgresql_backends"] = {pid: _cpu(pid) for pid in backends}
+        s.parts["postgresql_background"] = {pid: _cpu(pid) for pid in background}
+        cpu = self.redis.info("cpu")
+        s.parts["redis"] = {0: float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])}
+        return s
+
+
+def per_match(start: Snapshot, end: Snapshot, messages: int,
+              publisher_cpu_seconds: float | None = None) -> dict[str, Any]:
+    """CPU milliseconds per message of each part between two snapshots, and the service's total.
+
+    A process seen only at the end (started during the run) counts from zero; one gone by the end
+    is not counted (the bench's pools keep their connections, so this is rare).
+    """
+    out: dict[str, Any] = {}
+    total = 0.0
+    for part in SERVICE_PARTS:
+        before, after = start.parts.get(part, {}), end.parts.get(part, {})
+        seconds = sum(max(0.0, v - before.get(pid, 0.0)) for pid, v in after.items())
+        ms = 1000 * seconds / max(1, messages)
+        out[f"{part}_ms"] = round(ms, 4)
+        total += ms
+    out["service_total_ms"] = round(total, 4)
+    if publisher_cpu_seconds is not None:
+        out["publishers_ms"] = round(1000 * publisher_cpu_seconds / max(1, messages), 4)
+    return out

@@ -1,0 +1,147 @@
+"""``ratings bench`` part: publishers that are not the benchmark's bottleneck.
+
+Game servers publish from many processes. The benchmark does the same: each message is encoded
+once, before the clock starts, into the exact kombu envelope a Celery producer pushes on the
+queue's Redis list (:func:`envelope`), and ``publishers`` processes (forked) push their share of
+the envelopes with ``LPUSH`` in pipelines of ``chunk`` messages, one round trip per chunk. Each
+publisher reports the wall-clock time at which each chunk was sent (each message's publish time,
+for the latency figures) and its own CPU seconds (``time.process_time()``, its own counter), so
+the publishers' capacity is a figure of its own, not a hidden ceiling of the service's.
+
+Why not ``Celery.send_task`` in a loop (what the benchmark did before): one Python process
+building, serialising and sending one message per round trip published 1,000 to 1,900 messages
+per second on 2 cores, less as workers took the CPU, and the end-to-end figure measured that.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from worker.producer import EMBED, task_headers
+
+
+def envelope(task: str, argument: bytes, queue: str, task_id: str | None = None) -> bytes:
+    """The kombu message envelope (JSON bytes, as kombu's Redis transport ``LPUSH``-es it) of one
+    Celery protocol 2 message for ``task`` whose single positional argument is the JSON text
+    ``argument``, published through the default exchange to ``queue`` at priority 0.
+
+    The body is ``[[<argument>],{},<embed>]`` base64-encoded (kombu's ``body_encoding``), the
+    headers are those of :func:`worker.producer.task_headers` with ``task`` set, and the delivery
+    tag a fresh UUID: the same fields ``worker.producer.publish_body`` makes kombu write.
+    """
+    task_id = task_id or str(uuid.uuid4())
+    headers = task_headers(task_id, argument)
+    headers["task"] = task
+    body = b"[[" + argument + b"],{}," + EMBED + b"]"
+    return json.dumps({
+        "body": base64.b64encode(body).decode("ascii"),
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": headers,
+        "properties": {
+            "correlation_id": task_id, "reply_to": "", "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": queue}, "priority": 0,
+            "body_encoding": "base64", "delivery_tag": str(uuid.uuid4()),
+        },
+    }, separators=(",", ":")).encode("utf-8")
+
+
+def encode_all(task: str, bodies: Sequence[Any], queue: str) -> list[bytes]:
+    """One :func:`envelope` per body (each body a JSON-serialisable match, or any JSON value)."""
+    return [envelope(task, json.dumps(b, separators=(",", ":")).encode("utf-8"), queue) for b in bodies]
+
+
+@dataclass
+class Published:
+    """What the publishers did: each message's publish time (``time.time()`` just before its
+    chunk was sent, in the order of the envelopes given), when the first and the last chunk went,
+    and the publishers' own CPU seconds (summed)."""
+
+    times: list[float]
+    first: float
+    last: float
+    cpu_seconds: float
+    publishers: int
+
+    @property
+    def per_s(self) -> float:
+        """Messages per second from the first chunk sent to the last chunk acknowledged by Redis."""
+        return len(self.times) / max(self.last - self.first, 1e-9)
+
+
+def _publish_share(broker_url: str, queue: str, envelopes: list[bytes], chunk: int, rate: float | None,
+                   start_at: float, conn) -> None:
+    """One publisher process: wait for ``start_at``, push ``envelopes`` in pipelines of ``chunk``
+    (paced at ``rate`` messages per second when given), send back (chunk times, end, CPU seconds)."""
+    client = redis.Redis.from_url(broker_url)
+    client.ping()  # connected before the clock starts
+    cpu0 = time.process_time()
+    delay = start_at - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    sent: list[float] = []
+    for i in range(0, len(envelopes), chunk):
+        if rate:
+            wait = start_at + i / rate - time.time()
+            if wait > 0:
+                time.sleep(wait)
+        sent.append(time.time())
+        part = envelopes[i:i + chunk]
+        if len(part) == 1:
+            client.lpush(queue, part[0])
+        else:
+            with client.pipeline(transaction=False) as pipe:
+                for item in part:
+                    pipe.lpush(queue, item)
+                pipe.execute()
+    conn.send((sent, time.time(), time.process_time() - cpu0))
+    conn.close()
+
+
+def publish(broker_url: str, queue: str, envelopes: Sequence[bytes], publishers: int = 2, chunk: int = 20,
+            rate: float | None = None) -> Published:
+    """Push ``envelopes`` onto ``queue`` from ``publishers`` forked processes (message ``i`` goes to
+    publisher ``i mod publishers``, so the overall order stays close to the given one), in
+    pipelines of ``chunk`` messages; with ``rate`` (messages per second in all), paced, one
+    message per round trip. Returns when every publisher is done.
+
+    Raises ``RuntimeError`` if a publisher process fails (e.g. Redis unreachable).
+    """
+    publishers = max(1, min(publishers, len(envelopes)))
+    if rate:
+        chunk = 1
+    ctx = multiprocessing.get_context("fork")
+    start_at = time.time() + 0.3  # every process forked and connected before the first push
+    shares = [list(envelopes[p::publishers]) for p in range(publishers)]
+    procs, pipes = [], []
+    for share in shares:
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_publish_share, daemon=True,
+                           args=(broker_url, queue, share, chunk, rate / publishers if rate else None, start_at, child))
+        proc.start()
+        child.close()
+        procs.append(proc)
+        pipes.append(parent)
+    results = []
+    for proc, pipe in zip(procs, pipes):
+        try:
+            results.append(pipe.recv())
+        except EOFError:
+            proc.join()
+            raise RuntimeError(f"a bench publisher process failed (exit code {proc.exitcode})") from None
+        proc.join()
+    times = [0.0] * len(envelopes)
+    for p, (sent, _, _) in enumerate(results):
+        for j in range(len(shares[p])):
+            times[p + j * publishers] = sent[j // chunk]
+    return Published(times=times, first=min(r[0][0] for r in results), last=max(r[1] for r in results),
+                     cpu_seconds=sum(r[2] for r in results), publishers=publishers)
