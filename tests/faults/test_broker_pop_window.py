@@ -39,21 +39,23 @@ def _publish(url: str, body: dict) -> Queue:
     return queue
 
 
-def _consume_with_restart_in_window(own, transport_name, qos_class, monkeypatch, queue) -> None:
-    """Consume once; Redis is stopped after the pop reply and before ``QoS.append`` records it."""
-    original = qos_class.append
+def _consume_with_restart_in_window(own, transport_name, owner, method, monkeypatch, queue) -> None:
+    """Consume once; Redis is stopped after the pop reply and before ``owner.method`` records it
+    as unacknowledged (kombu: ``QoS.append``; worker.service.transport: the claim script, run by
+    ``Channel._claim_and_take_more``)."""
+    original = getattr(owner, method)
 
-    def append_after_a_stop(self, message, delivery_tag):
+    def record_after_a_stop(self, *args, **kwargs):
         own.stop_redis()
-        return original(self, message, delivery_tag)
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(qos_class, "append", append_after_a_stop)
+    monkeypatch.setattr(owner, method, record_after_a_stop)
     received = []
     with Connection(own.broker_url, transport=transport_name) as conn:
         with conn.Consumer(queue, callbacks=[lambda body, message: received.append(body)]):
             with pytest.raises(conn.connection_errors):
                 conn.drain_events(timeout=5)
-    monkeypatch.setattr(qos_class, "append", original)
+    monkeypatch.setattr(owner, method, original)
     own.start_redis()
     assert received == []  # the consumer never got it: the bookkeeping failed first
 
@@ -61,7 +63,7 @@ def _consume_with_restart_in_window(own, transport_name, qos_class, monkeypatch,
 def test_stock_kombu_transport_loses_a_message_popped_just_before_a_redis_stop(own, monkeypatch):
     """The window this module is about, shown on kombu's own transport: nothing holds the message."""
     queue = _publish(own.broker_url, {"n": 1})
-    _consume_with_restart_in_window(own, "redis", kombu_redis.QoS, monkeypatch, queue)
+    _consume_with_restart_in_window(own, "redis", kombu_redis.QoS, "append", monkeypatch, queue)
     r = redis.Redis.from_url(own.broker_url)
     assert (r.llen(QUEUE), r.hlen("unacked")) == (0, 0)
 
@@ -70,7 +72,8 @@ def test_message_moved_just_before_a_redis_stop_survives_and_is_delivered_once(o
     """With worker.service.transport the message is in this process's in-flight list after the restart, and
     the next consumer (a reconnection) pushes it back and receives it, once."""
     queue = _publish(own.broker_url, {"n": 1})
-    _consume_with_restart_in_window(own, "worker.service.transport:Transport", transport.QoS, monkeypatch, queue)
+    _consume_with_restart_in_window(own, "worker.service.transport:Transport", transport.Channel,
+                                    "_claim_and_take_more", monkeypatch, queue)
     r = redis.Redis.from_url(own.broker_url)
     inflight = r.zrange(transport.INFLIGHT, 0, -1)
     assert len(inflight) == 1 and r.llen(inflight[0]) == 1 and r.llen(QUEUE) == 0
@@ -123,4 +126,52 @@ def test_a_message_pushed_back_meanwhile_is_not_claimed_twice(own):
             channel.qos.append(message, message.delivery_tag)
         channel._pending = None
     assert (r.llen(QUEUE), r.hlen("unacked")) == (1, 0)
+    assert queue.name == QUEUE
+
+
+def _evals(r: redis.Redis) -> int:
+    return int(r.info("commandstats").get("cmdstat_eval", {}).get("calls", 0))
+
+
+def test_a_backlog_and_the_claim_of_the_first_message_take_two_round_trips(own):
+    """Five waiting messages: one script moves the first (TAKE_FIRST), one more records it and
+    takes the four others (CLAIM_AND_TAKE_MORE); each delivered once, recorded as unacknowledged
+    until acknowledged, nothing left in any list. Before the merge it took three scripts."""
+    for n in range(5):
+        queue = _publish(own.broker_url, {"n": n})
+    r = redis.Redis.from_url(own.broker_url)
+    r.config_resetstat()
+    received = []
+    with Connection(own.broker_url, transport="worker.service.transport:Transport") as conn:
+        with conn.Consumer(queue, callbacks=[lambda body, message: received.append((body, message))]):
+            conn.drain_events(timeout=5)
+            assert _evals(r) == 2
+            while len(received) < 5:
+                conn.drain_events(timeout=5)
+            assert [body for body, _ in received] == [{"n": n} for n in range(5)]
+            assert (r.hlen("unacked"), r.zcard("unacked_index"), r.llen(QUEUE)) == (5, 5, 0)
+            for _, message in received:
+                message.ack()
+    inflight = r.zrange(transport.INFLIGHT, 0, -1)
+    assert (r.hlen("unacked"), r.zcard("unacked_index"), r.llen(QUEUE)) == (0, 0, 0)
+    assert all(r.llen(key) == 0 for key in inflight)
+
+
+def test_a_message_pushed_back_before_the_merged_claim_is_not_delivered(own):
+    """A recovery wins the race with CLAIM_AND_TAKE_MORE: the claim records and delivers nothing
+    (the message is on the queue again), and the same script's take delivers it once, from the queue."""
+    queue = _publish(own.broker_url, {"n": 4})
+    _publish(own.broker_url, {"n": 5})
+    r = redis.Redis.from_url(own.broker_url)
+    received = []
+    with Connection(own.broker_url, transport="worker.service.transport:Transport") as conn:
+        channel = conn.channel()
+        channel.basic_consume(QUEUE, False, lambda message: received.append(message), "t")
+        inflight = channel._inflight(QUEUE)
+        item = r.lmove(QUEUE, inflight, "RIGHT", "LEFT")  # the first message, moved ({"n": 4})
+        assert channel.recover_inflight() == 1  # a recovery pushes it back first (oldest again)
+        assert channel._claim_and_take_more(inflight, item, QUEUE) is True
+        # {"n": 4} once (taken anew from the queue, not claimed from the in-flight list), then {"n": 5}
+        assert [m.decode() for m in received] == [{"n": 4}, {"n": 5}]
+        assert (r.hlen("unacked"), r.llen(QUEUE), r.llen(inflight)) == (2, 0, 0)
     assert queue.name == QUEUE

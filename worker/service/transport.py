@@ -20,10 +20,14 @@ at every instant:
    in-flight list owns it, so the script never records a message that a recovery (below) has
    already put back: a message is delivered at most once per pop, never lost.
 
-A backlog is taken faster: after a ``BLMOVE`` delivered one message, one Lua script
-(:data:`TAKE_MORE`) pops up to the prefetch window's room more and records each in ``unacked_index``
-and ``unacked`` in the same atomic step (no in-flight list needed: nothing happens between the pop
-and the record), one round trip for many messages instead of two per message.
+Fewer round trips: after a ``BLMOVE`` (or ``TAKE_FIRST``) moved one message, one Lua script
+(:data:`CLAIM_AND_TAKE_MORE`) does step 2 for it *and* pops up to the prefetch window's room more,
+recording each in ``unacked_index`` and ``unacked`` in the same atomic step (no in-flight list
+needed for those: nothing happens between their pop and their record). A backlog costs two round
+trips per up to 101 messages; a shallow queue (most polls find one message) two per message, not
+four: when that script finds every list empty, the next poll blocks (``BLMOVE``) at once instead
+of first looking again. A message that is not a kombu envelope, or a no-ack consumer, takes the
+two separate steps (``CLAIM`` in ``QoS.append``, then :data:`TAKE_MORE`).
 
 Recovery pushes in-flight messages back onto their queue (``LMOVE ... LEFT RIGHT``: they are taken
 next, in order): this process's own lists when a channel starts consuming (after a reconnection),
@@ -88,20 +92,30 @@ def queue_keys(queue: str) -> list[str]:
     return [queue] + [f"{queue}{sep}{p}" for p in PRIORITIES if p for sep in SEPARATORS]
 
 
+def as_envelope(item: bytes | str) -> dict | None:
+    """The kombu message envelope ``item`` is (a JSON object whose ``properties`` hold a string
+    ``delivery_tag``), decoded; None when it is not one. Never raises."""
+    raw = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
+    try:
+        payload = loads(raw.decode("utf-8"))
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return None
+    props = payload.get("properties") if isinstance(payload, dict) else None
+    if isinstance(props, dict) and isinstance(props.get("delivery_tag"), str):
+        return payload
+    return None
+
+
 def envelope(item: bytes | str, queue: str) -> dict:
     """The kombu message envelope of one raw list item: the item decoded when it is one (a JSON
     object whose ``properties`` hold a string ``delivery_tag``), else a new envelope carrying the
     item's exact bytes as a base64 body (content type ``application/json``, no task header), so
     Celery's consumer hands it to :class:`worker.service.gate.RatingsConsumer` as "not a task
     message" or "undecodable body" with those bytes kept. Never raises."""
-    raw = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
-    try:
-        payload = loads(raw.decode("utf-8"))
-    except (ValueError, TypeError, UnicodeDecodeError):
-        payload = None
-    props = payload.get("properties") if isinstance(payload, dict) else None
-    if isinstance(props, dict) and isinstance(props.get("delivery_tag"), str):
+    payload = as_envelope(item)
+    if payload is not None:
         return payload
+    raw = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else bytes(item)
     return {
         "body": base64.b64encode(raw).decode("ascii"),
         "content-encoding": "utf-8",
@@ -128,15 +142,14 @@ redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
 return 1
 """
 
-# KEYS: unacked_index, unacked, then the queue's lists most urgent first. ARGV: most messages to
-# take, now. Returns the raw messages taken, most urgent list first, oldest first in each. Each is
-# popped and recorded as unacknowledged (as QoS.append records it) in this one atomic script, so
-# there is no window in which Redis holds it nowhere.
-TAKE_MORE = """
-local out = {}
-local room = tonumber(ARGV[1])
-for k = 3, #KEYS do
-  while #out < room do
+def _take_loop(first_list: int, unacked_index: int, unacked: int, room: str, now: str) -> str:
+    """Lua: pop up to ``room`` messages from ``KEYS[first_list..]`` (most urgent list first, oldest
+    first in each), record each in ``unacked_index`` and ``unacked`` as ``QoS.append`` does, and
+    append it to the table ``out``; counts them in ``taken``. An item that is not a kombu envelope
+    goes back where it was and ends the script (``return out``)."""
+    return f"""
+for k = {first_list}, #KEYS do
+  while taken < {room} do
     local raw = redis.call('RPOP', KEYS[k])
     if not raw then break end
     local ok, payload = pcall(cjson.decode, raw)
@@ -146,13 +159,40 @@ for k = 3, #KEYS do
       redis.call('RPUSH', KEYS[k], raw)  -- not a message this script understands: back where it was
       return out
     end
-    local info = type(props['delivery_info']) == 'table' and props['delivery_info'] or {}
-    redis.call('ZADD', KEYS[1], ARGV[2], tag)
-    redis.call('HSET', KEYS[2], tag, '[' .. raw .. ',' .. cjson.encode(info['exchange'] or '') .. ','
+    local info = type(props['delivery_info']) == 'table' and props['delivery_info'] or {{}}
+    redis.call('ZADD', KEYS[{unacked_index}], {now}, tag)
+    redis.call('HSET', KEYS[{unacked}], tag, '[' .. raw .. ',' .. cjson.encode(info['exchange'] or '') .. ','
                                      .. cjson.encode(info['routing_key'] or '') .. ']')
     out[#out + 1] = raw
+    taken = taken + 1
   end
 end
+"""
+
+
+# KEYS: unacked_index, unacked, then the queue's lists most urgent first. ARGV: most messages to
+# take, now. Returns the raw messages taken, most urgent list first, oldest first in each. Each is
+# popped and recorded as unacknowledged (as QoS.append records it) in this one atomic script, so
+# there is no window in which Redis holds it nowhere.
+TAKE_MORE = ("local out = {}\nlocal taken = 0\n" + _take_loop(3, 1, 2, "tonumber(ARGV[1])", "ARGV[2]")
+             + "return out\n")
+
+# KEYS: the in-flight list, unacked_index, unacked, then the queue's lists most urgent first.
+# ARGV: the raw message moved into the in-flight list, its delivery tag, now, its unacked value,
+# most further messages to take. CLAIM of the moved message and TAKE_MORE in one atomic script,
+# one round trip: returns {claimed (1: the moved message is now recorded as unacknowledged; 0: a
+# recovery put it back meanwhile, it is not ours), drained (1: every list was found empty), the
+# further raw messages taken...}.
+CLAIM_AND_TAKE_MORE = """
+local out = {0, 0}
+if redis.call('LREM', KEYS[1], -1, ARGV[1]) ~= 0 then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+  redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
+  out[1] = 1
+end
+local taken = 0
+""" + _take_loop(4, 2, 3, "tonumber(ARGV[5])", "ARGV[3]") + """
+if taken < tonumber(ARGV[5]) then out[2] = 1 end
 return out
 """
 
@@ -363,8 +403,9 @@ class Channel(kombu_redis.Channel):
             self._poll_cmd = None
             queue, inflight = self._poll_keys
             self._queue_cycle.rotate(queue)
-            self._deliver_moved(inflight, reply, queue)
-            self._take_more(queue)
+            if not self._claim_and_take_more(inflight, reply, queue):
+                self._deliver_moved(inflight, reply, queue)
+                self._take_more(queue)
             return True
         finally:
             self._in_poll = None
@@ -375,6 +416,58 @@ class Channel(kombu_redis.Channel):
         self._pending = (inflight, item, payload["properties"]["delivery_tag"])
         self.connection._deliver(payload, queue)
         self._release_pending()
+
+    def _room(self, delivered: int = 0) -> int:
+        """Messages the prefetch window still has room for, beyond ``delivered`` about to be
+        delivered, at most :data:`TAKE_MORE_MAX`."""
+        room = self.qos.can_consume_max_estimate()
+        return TAKE_MORE_MAX if room is None else max(0, min(room - delivered, TAKE_MORE_MAX))
+
+    def _claim_and_take_more(self, inflight: str, item: bytes, queue: str) -> bool:
+        """The message ``item`` just moved into ``inflight``: record it as unacknowledged and take
+        what else waits in ``queue``'s lists (up to the prefetch window and :data:`TAKE_MORE_MAX`),
+        in one atomic script and one round trip (:data:`CLAIM_AND_TAKE_MORE`), then deliver them
+        (the moved message first, unless a recovery put it back meanwhile).
+
+        What :meth:`_deliver_moved` (its claim in ``QoS.append``) then :meth:`_take_more` do in
+        two round trips. At a shallow queue, where most polls deliver one message, this halves the
+        worker main process's round trips per message; and when every list was found empty, the
+        next poll blocks (``BLMOVE``) at once instead of first looking again (``TAKE_FIRST``).
+        Returns False, having done nothing, when that path does not apply (a no-ack consumer, an
+        item that is not a kombu envelope: the caller delivers it the two-step way).
+        """
+        if self.no_ack_consumers or queue not in self.connection._callbacks:
+            return False
+        payload = as_envelope(item)
+        if payload is None:
+            return False
+        tag = payload["properties"]["delivery_tag"]
+        info = payload["properties"].get("delivery_info")
+        info = info if isinstance(info, dict) else {}
+        value = b"".join((b"[", item, b",", dumps(info.get("exchange") or "").encode(), b",",
+                          dumps(info.get("routing_key") or "").encode(), b"]"))
+        room = self._room(delivered=1)
+        keys = [self._k(inflight), self._k(self.qos.unacked_index_key), self._k(self.qos.unacked_key)]
+        keys += [self._k(k) for k in self._keys(queue)]
+        with self.conn_or_acquire() as client:
+            reply = _cmd(client, "EVAL", CLAIM_AND_TAKE_MORE, len(keys), *keys, item, tag, time(), value, room)
+        claimed, drained, raws = reply[0], reply[1], reply[2:]
+        if drained:
+            self._poll_cmd = "EVAL"  # every list was empty just now: the next poll waits (BLMOVE)
+        if claimed:
+            self._deliver_recorded(payload, item, queue)
+        for raw in raws:
+            self._deliver_recorded(loads(bytes_to_str(raw)), raw, queue)
+        return True
+
+    def _deliver_recorded(self, payload: dict, raw: bytes, queue: str) -> None:
+        """Deliver a message already recorded as unacknowledged (``QoS.append`` only does its
+        bookkeeping)."""
+        self._pending = (RECORDED, raw, payload["properties"]["delivery_tag"])  # type: ignore[assignment]
+        try:
+            self.connection._deliver(payload, queue)
+        finally:
+            self._pending = None
 
     def _take_more(self, queue: str) -> int:
         """After a message was delivered, take what else waits in ``queue``'s lists (most urgent
@@ -388,8 +481,7 @@ class Channel(kombu_redis.Channel):
         """
         if self.no_ack_consumers or queue not in self.connection._callbacks:
             return 0
-        room = self.qos.can_consume_max_estimate()
-        room = TAKE_MORE_MAX if room is None else min(room, TAKE_MORE_MAX)
+        room = self._room()
         if room <= 0:
             return 0
         keys = [self._k(self.qos.unacked_index_key), self._k(self.qos.unacked_key)]
@@ -397,12 +489,7 @@ class Channel(kombu_redis.Channel):
         with self.conn_or_acquire() as client:
             raws = _cmd(client, "EVAL", TAKE_MORE, len(keys), *keys, room, time())
         for raw in raws or ():
-            payload = loads(bytes_to_str(raw))
-            self._pending = (RECORDED, raw, payload["properties"]["delivery_tag"])  # type: ignore[assignment]
-            try:
-                self.connection._deliver(payload, queue)
-            finally:
-                self._pending = None
+            self._deliver_recorded(loads(bytes_to_str(raw)), raw, queue)
         return len(raws or ())
 
     def _release_pending(self) -> None:
