@@ -53,6 +53,22 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
                      "uniform_preloaded", "uniform_half_load", "hot_players_full_load"}
     row = service["scaling"][0]
     assert row["baseline_per_s"] == max(row["baseline_same_workers_per_s"], row["baseline_unbatched_workers_per_s"])
+    # end to end and consumers only (queue filled first), each beside its no-op; the publishers' own capacity
+    assert row["baseline_preloaded_per_s"] == max(row["baseline_preloaded_same_workers_per_s"],
+                                                  row["baseline_preloaded_unbatched_workers_per_s"])
+    assert row["rating_preloaded_per_s"] > 0 and row["publishers_alone_per_s"] > 0 and row["publishers"] == 2
+    parts = {"postgresql_backends_ms", "postgresql_background_ms", "worker_main_ms", "worker_children_ms",
+             "redis_ms", "relay_ms"}
+    for key in ("cpu_per_match_preloaded", "cpu_per_match_full_load", "cpu_per_noop_preloaded"):
+        cpu = row[key]
+        assert parts | {"service_total_ms", "publishers_ms"} <= set(cpu)
+        assert abs(cpu["service_total_ms"] - sum(cpu[p] for p in parts)) < 0.001
+    # the rating path's work shows in the processes that do it, the no-op's does not reach PostgreSQL
+    assert row["cpu_per_match_preloaded"]["postgresql_backends_ms"] > 0
+    assert row["cpu_per_match_preloaded"]["worker_children_ms"] > 0
+    assert row["cpu_per_match_preloaded"]["relay_ms"] > 0
+    targets = {t["target"] for t in results["targets"]}
+    assert "consumers only, 1 worker processes / no-op baseline" in targets
     for run in service["runs"]:  # nothing lost, nothing dead-lettered, verify exact
         if not run["kind"].startswith("noop"):
             assert run["applied"] == run["messages"] and run["dead_letters"] == 0 and run["verify_ok"]

@@ -1,0 +1,62 @@
+"""The benchmark's publishers: pre-encoded messages are the envelopes kombu itself writes, and every
+one is pushed once, from several processes, with a publish time each.
+
+The reference envelope is the one ``worker.producer.publish_body`` makes kombu push on a real Redis
+list (not built by the code under test); no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+
+import pytest
+import redis
+
+from worker.devtools.bench.publishers import encode_all, envelope, publish
+from worker.producer import TASK_NAME, producer_app, publish_body
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_pre_encoded_envelope_has_every_field_kombu_writes_with_the_same_values(servers) -> None:
+    _, broker_url = servers
+    client = redis.Redis.from_url(broker_url)
+    queue = f"bench-envelope-{uuid.uuid4().hex[:8]}"
+    argument = b'{"match_id":"m-1","x":[1,2.5,"\xc3\xa9"]}'
+    try:
+        task_id = publish_body(producer_app(broker_url, check_broker=False), argument, queue=queue)
+        kombu_made = json.loads(client.rpop(queue))
+    finally:
+        client.delete(queue)
+    ours = json.loads(envelope(TASK_NAME, argument, queue, task_id=task_id))
+
+    assert set(ours) == set(kombu_made)
+    assert set(ours["properties"]) == set(kombu_made["properties"])
+    for key in ("content-encoding", "content-type"):
+        assert ours[key] == kombu_made[key]
+    assert base64.b64decode(ours["body"]) == base64.b64decode(kombu_made["body"])
+    for key in ("correlation_id", "reply_to", "delivery_mode", "delivery_info", "priority", "body_encoding"):
+        assert ours["properties"][key] == kombu_made["properties"][key], key
+    assert isinstance(ours["properties"]["delivery_tag"], str)
+    skip = {"origin"}  # the publishing process's pid@host
+    assert {k: v for k, v in ours["headers"].items() if k not in skip} == \
+           {k: v for k, v in kombu_made["headers"].items() if k not in skip}
+
+
+def test_several_publishers_push_every_message_once_each_with_a_publish_time(servers) -> None:
+    _, broker_url = servers
+    client = redis.Redis.from_url(broker_url)
+    queue = f"bench-publish-{uuid.uuid4().hex[:8]}"
+    bodies = [{"n": i} for i in range(103)]
+    try:
+        out = publish(broker_url, queue, encode_all("ratings.noop", bodies, queue), publishers=3, chunk=10)
+        items = client.lrange(queue, 0, -1)
+    finally:
+        client.delete(queue)
+    assert out.publishers == 3
+    args = sorted(json.loads(base64.b64decode(json.loads(i)["body"]))[0][0]["n"] for i in items)
+    assert args == list(range(103))
+    assert len(out.times) == 103 and all(out.first <= t <= out.last for t in out.times)
+    assert out.cpu_seconds > 0
