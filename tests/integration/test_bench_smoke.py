@@ -61,7 +61,7 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
              "redis_ms", "relay_ms"}
     for key in ("cpu_per_match_preloaded", "cpu_per_match_full_load", "cpu_per_noop_preloaded"):
         cpu = row[key]
-        assert parts | {"service_total_ms", "publishers_ms"} <= set(cpu)
+        assert parts | {"service_total_ms", "publishers_ms", "machine_busy_ms", "other_ms", "machine_busy_pct"} <= set(cpu)
         assert abs(cpu["service_total_ms"] - sum(cpu[p] for p in parts)) < 0.001
     # the rating path's work shows in the processes that do it, the no-op's does not reach PostgreSQL
     assert row["cpu_per_match_preloaded"]["postgresql_backends_ms"] > 0

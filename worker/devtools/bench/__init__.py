@@ -9,7 +9,9 @@ Three parts, each figure printed beside a baseline measured in the same run on t
   URL is set): for each worker count, the baseline (as many ``ratings.noop`` Celery tasks as
   matches, same body, same queue, same workers and settings: the ceiling for one task per
   message) and the rating path (generated matches from first publish to last event on the
-  stream, latency percentiles publish → commit and publish → event); at the main worker count
+  stream, latency percentiles publish → commit and publish → event), each end to end (publisher
+  processes beside the workers, :mod:`.publishers`) and consumers only (queue filled first), with
+  the publishers' own capacity and CPU time per match by process (:mod:`.cpu`); at the main worker count
   also half of full load (paced publishing), a hot-player run (20 % of matches involve one of
   10 players) and worker memory (RSS) at start and end;
 * **ledger at scale**: a ledger of ``--ledger-size`` matches written straight into PostgreSQL

@@ -13,13 +13,18 @@ difference is divided by the run's messages:
 * Redis: the server's own counters (``INFO cpu``: ``used_cpu_user`` + ``used_cpu_sys``), the whole
   server (shared with anything else that uses it);
 * the bench's publishers report their own CPU seconds (:mod:`worker.devtools.bench.publishers`);
-  they stand for the game servers and are not counted in the service's total.
+  they stand for the game servers and are not counted in the service's total;
+* the whole machine's busy CPU seconds (``/proc/stat``), so that what ran beside the service
+  (the bench's observer, anything else on a shared machine) shows as "everything else", and the
+  share of the machine's CPUs that was busy during the run.
 
 Read through psutil, so the servers must run on this machine (as the latency figures need too).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,9 +48,20 @@ def _cpu(pid: int) -> float:
 
 @dataclass
 class Snapshot:
-    """CPU seconds per process at one instant, grouped by part (``part -> {pid: seconds}``)."""
+    """CPU seconds per process at one instant, grouped by part (``part -> {pid: seconds}``), and
+    the whole machine's busy CPU seconds (every CPU, every process: ``/proc/stat``) at that instant."""
 
     parts: dict[str, dict[int, float]] = field(default_factory=dict)
+    machine_busy: float = 0.0
+    at: float = 0.0
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the machine has spent busy (not idle, not waiting for I/O), all CPUs summed."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
 class CpuMeter:
@@ -82,6 +98,7 @@ class CpuMeter:
         s.parts["postgresql_background"] = {pid: _cpu(pid) for pid in background}
         cpu = self.redis.info("cpu")
         s.parts["redis"] = {0: float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])}
+        s.machine_busy, s.at = machine_busy_seconds(), time.monotonic()
         return s
 
 
@@ -101,6 +118,17 @@ def per_match(start: Snapshot, end: Snapshot, messages: int,
         out[f"{part}_ms"] = round(ms, 4)
         total += ms
     out["service_total_ms"] = round(total, 4)
+    publishers = 1000 * (publisher_cpu_seconds or 0.0) / max(1, messages)
     if publisher_cpu_seconds is not None:
-        out["publishers_ms"] = round(1000 * publisher_cpu_seconds / max(1, messages), 4)
+        out["publishers_ms"] = round(publishers, 4)
+    # Everything else the machine ran meanwhile (the bench's own observing process, other people's
+    # work on a shared machine, the kernel's time not charged to a process): what the service could
+    # not use.
+    busy = 1000 * max(0.0, end.machine_busy - start.machine_busy) / max(1, messages)
+    out["machine_busy_ms"] = round(busy, 4)
+    out["other_ms"] = round(max(0.0, busy - total - publishers), 4)
+    wall = end.at - start.at
+    cpus = os.cpu_count() or 1
+    seconds = end.machine_busy - start.machine_busy
+    out["machine_busy_pct"] = round(100 * seconds / (wall * cpus), 1) if wall > 0 else None
     return out
