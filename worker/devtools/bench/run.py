@@ -88,7 +88,14 @@ def service_targets(service: dict[str, Any], add) -> None:
         if two and w in rows:
             for key, label in (("rating_per_s", "end to end"), ("rating_preloaded_per_s", "consumers only")):
                 v = rows[w][key] / two[key]
-                add(f"rating path {label}, {w} / 2 worker processes", ">= 90 %", f"{v:.0%}", v >= 0.9)
+                add(f"rating path {label}, {w} / 2 worker processes", ">= 90 %", f"{v:.0%}", v >= 0.9,
+                    "wall-clock: depends on what else the machine ran (see 'everything else')")
+            # The same question free of other load: matches per CPU second of the whole service
+            # (2 cores / CPU per match is the rate the service would reach with the machine to itself).
+            v = (two["cpu_per_match_preloaded"]["service_total_ms"]
+                 / rows[w]["cpu_per_match_preloaded"]["service_total_ms"])
+            add(f"matches per service CPU second, consumers only, {w} / 2 worker processes", ">= 90 %",
+                f"{v:.0%}", v >= 0.9)
 
 
 def run_bench(config: BenchConfig) -> int:
