@@ -83,6 +83,43 @@ class Settings(BaseSettings):
         default=5000, gt=0, description="PostgreSQL lock_timeout for the player row locks, in milliseconds."
     )
     statement_timeout_ms: int = Field(default=30000, gt=0, description="PostgreSQL statement_timeout, in ms.")
+    player_lock_wait_ms: int = Field(
+        default=1000, ge=0, le=60000,
+        description="Most milliseconds a rating transaction waits in all for player rows another "
+        "transaction holds; past it the matches of those players (and later matches of the same "
+        "players in the batch) are deferred, retried with backoff, and the batch's other matches "
+        "applied (no head-of-line blocking).",
+    )
+    deferral_backoff_initial: float = Field(
+        default=0.25, gt=0, le=60,
+        description="Seconds a deferred message waits in its worker before its first retry; doubled "
+        "(with jitter) per deferral of the same message, up to deferral_backoff_max.",
+    )
+    deferral_backoff_max: float = Field(
+        default=5.0, gt=0, le=60,
+        description="Most seconds a deferred message waits in its worker before its next retry.",
+    )
+    idle_in_transaction_timeout_ms: int = Field(
+        default=10000, ge=0,
+        description="PostgreSQL idle_in_transaction_session_timeout of the rating transaction (SET "
+        "LOCAL, so PgBouncer's transaction mode keeps it): a worker that stops sending inside its "
+        "transaction (frozen, SIGSTOP, paused VM, cut off) loses its session and its row locks "
+        "after this many ms; its messages are retried. 0: no bound.",
+    )
+    db_keepalives_idle: int = Field(
+        default=10, ge=0,
+        description="TCP keepalives of the worker's database connections, both ends (libpq "
+        "keepalives_idle; the server's tcp_keepalives_idle during the rating transaction): seconds "
+        "of silence before the first probe. 0: the system's defaults.",
+    )
+    db_keepalives_interval: int = Field(
+        default=5, ge=0, description="Seconds between TCP keepalive probes (libpq keepalives_interval, "
+        "server tcp_keepalives_interval). 0: the system's default.",
+    )
+    db_keepalives_count: int = Field(
+        default=3, ge=0, description="Unanswered TCP keepalive probes before the connection is dropped "
+        "(libpq keepalives_count, server tcp_keepalives_count). 0: the system's default.",
+    )
     max_retries: int = Field(
         default=8, gt=0, description="In-process retries of a transient database error before giving up."
     )

@@ -80,12 +80,16 @@ from celery.worker.request import create_request_cls
 from celery.worker.strategy import default as default_strategy
 from celery.worker.strategy import hybrid_to_proto2, proto1_to_proto2
 
+from worker.service.deferral import Deferrals
 from worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
 ACK = "ack"
 REQUEUE = "requeue"
+DEFER = "defer"
+"""A match the transaction deferred (a player's row held elsewhere): held, then retried
+(:mod:`worker.service.deferral`)."""
 
 _current: dict[str, Batcher] = {}
 """The live :class:`Batcher` of each task name in this process (a consumer restart replaces it)."""
@@ -126,6 +130,8 @@ class Batcher:
         self.buffer: list[Any] = []
         self.in_flight = 0
         self.retired = False
+        self.deferrals = Deferrals(settings.deferral_backoff_initial, settings.deferral_backoff_max,
+                                   settings.visibility_timeout / 4)
         self._timer = None
         self._lock = threading.RLock()
         self._Request = create_request_cls(symbol_by_name(task.Request), task, consumer.pool, consumer.hostname,
@@ -225,8 +231,12 @@ class Batcher:
         committed messages are counted once). A failed acknowledgement is logged, never raised:
         it must not stop the worker, and the message comes back the same way.
         """
+        held = [r for r, v in zip(batch, verdicts) if v == DEFER] if not self.retired else []
+        if held:
+            batch, verdicts = self._hold(batch, verdicts)
         for request in batch:
             worker_state.task_ready(request)
+            self.deferrals.forget(request.id)
         if not self.retired:
             acks = [r for r, v in zip(batch, verdicts) if v == ACK]
             if acks:
@@ -237,6 +247,33 @@ class Batcher:
         else:
             log.warning("%d message(s) of a closed consumer left unacknowledged; the broker redelivers them",
                         len(batch))
+
+    def _hold(self, batch: list, verdicts: list[str]) -> tuple[list, list[str]]:
+        """Hold each deferred message of ``batch`` for its backoff delay (the consumer's prefetch
+        raised by one meanwhile), then put it back at the head of the buffer; a message held too
+        long in all is requeued to the broker instead. Returns the rest of ``batch`` and verdicts."""
+        rest: list = []
+        rest_verdicts: list[str] = []
+        for request, verdict in zip(batch, verdicts):
+            delay = self.deferrals.next_delay(request.id) if verdict == DEFER else None
+            if verdict == DEFER and delay is not None:
+                self.consumer.qos.increment_eventually()
+                self.consumer.timer.call_after(delay, lambda r=request: self._retry_held(r))
+                continue
+            rest.append(request)
+            rest_verdicts.append(REQUEUE if verdict == DEFER else verdict)
+        return rest, rest_verdicts
+
+    def _retry_held(self, request) -> None:
+        """A held message's backoff ended: back to the head of the buffer (dropped if this
+        batcher retired: its channel is gone and the transport returns the message)."""
+        with self._lock:
+            self.consumer.qos.decrement_eventually()
+            if self.retired:
+                worker_state.task_ready(request)
+                return
+            self.buffer.insert(0, request)
+            self._flush()
 
     def _ack_together(self, requests: list) -> None:
         """Acknowledge ``requests`` in one broker round trip when their channel can
@@ -304,4 +341,4 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
             record_handled(h, per_message, task_id=task_id, batch_size=len(calls))
     # lock_wait None: nothing applied in one transaction (or the messages were applied one by one)
     record_transaction(sum(1 for h in handled if h is not None and h.outcome == "applied"), lock_wait)
-    return [ACK if h is not None else REQUEUE for h in handled]
+    return [REQUEUE if h is None else DEFER if h.outcome == "deferred" else ACK for h in handled]

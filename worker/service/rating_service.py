@@ -93,7 +93,10 @@ class RatingService:
         self.interrupts = interrupts
         self.faults = FaultInjector(settings.fault_injection)
         self._environment_failed = False
-        self.timeouts = repository.TransactionTimeouts(settings.lock_timeout_ms, settings.statement_timeout_ms)
+        self.timeouts = repository.TransactionTimeouts(
+            settings.lock_timeout_ms, settings.statement_timeout_ms, settings.player_lock_wait_ms,
+            settings.idle_in_transaction_timeout_ms, settings.db_keepalives_idle, settings.db_keepalives_interval,
+            settings.db_keepalives_count)
         stamina.instrumentation.set_on_retry_hooks([_log_retry])
 
     def _retrying(self):

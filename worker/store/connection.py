@@ -14,8 +14,11 @@ DatabaseError = psycopg.Error
 DatabaseUnreachable = psycopg.OperationalError
 """The server cannot be reached or the connection broke (``psycopg.OperationalError``)."""
 
-TRANSIENT_DATABASE_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
-"""Errors worth retrying: lost connection, deadlock, serialization failure, lock or pool timeout."""
+TRANSIENT_DATABASE_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, psycopg.InterfaceError,
+                                                          psycopg.errors.IdleInTransactionSessionTimeout)
+"""Errors worth retrying: lost connection, deadlock, serialization failure, lock or pool timeout,
+and a session the server ended because its transaction sat idle past
+``idle_in_transaction_session_timeout`` (a frozen worker: nothing of it committed)."""
 
 NotMigrated = psycopg.errors.UndefinedTable
 """A table the store needs does not exist yet: run ``ratings migrate``."""

@@ -1,0 +1,147 @@
+"""Store: the player row locks of the rating transaction, without head-of-line blocking (issue 15).
+
+A batch must not wait, with its other matches, for one player whose row another transaction holds
+(an operator's session, a frozen worker). :func:`lock_players` locks what it can at once, waits a
+bounded time for the rest, and reports the rows it could not lock; :func:`deferred_matches` then
+picks the matches of the batch that must wait for a later transaction: those of a blocked player,
+and every later match of a player of a deferred match (per-player queue order within the batch).
+:func:`record_lock_waits` keeps the waits per player for ``ratings doctor`` and the metrics.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import psycopg
+import psycopg.errors
+
+Key = tuple[str, str]
+"""A player row's key: (ladder, player_id)."""
+
+_SELECT = """
+    SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
+           p.rebuild_events
+      FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
+     ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
+       FOR UPDATE OF p"""
+
+
+@dataclass(slots=True)
+class PlayerLocks:
+    """What :func:`lock_players` got: the locked player ``rows`` (the ``players`` columns the rating
+    transaction reads), the keys it could not lock (``blocked``), the seconds waited for each row
+    that was busy at first (``waits``, blocked ones included) and the total seconds spent locking
+    (``seconds``)."""
+
+    rows: list[tuple] = field(default_factory=list)
+    blocked: set[Key] = field(default_factory=set)
+    waits: dict[Key, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_timeout_ms: int) -> PlayerLocks:
+    """Lock the ``players`` rows of ``keys`` (sorted (ladder, player_id), code point order as
+    ``COLLATE "C"``) ``FOR UPDATE`` inside the caller's transaction, waiting at most ``wait_ms``
+    milliseconds in all for rows other transactions hold.
+
+    1. One statement locks every row that is free (``SKIP LOCKED``): the common case, no wait.
+    2. Each row skipped is then locked alone, in the global order, inside a savepoint with
+       ``lock_timeout`` set to what is left of ``wait_ms`` (at least 1 ms): a row released meanwhile
+       (a worker's short transaction) is locked; a row still held at the end (``LockNotAvailable``),
+       or a wait the server ends as a deadlock (step 1 took rows out of the global order), rolls
+       back to the savepoint and is *blocked*: the caller defers its matches.
+
+    ``lock_timeout`` is set back to ``lock_timeout_ms`` afterwards (``SET LOCAL``: nothing outlives
+    the transaction). Rows that do not exist are neither locked nor blocked (the caller creates
+    them first). Raises other ``psycopg.Error`` as they come.
+    """
+    result = PlayerLocks()
+    if not keys:
+        return result
+    started = time.perf_counter()
+    ladders, players = [k[0] for k in keys], [k[1] for k in keys]
+    result.rows = cur.execute(_SELECT + " SKIP LOCKED", (ladders, players)).fetchall()
+    got = {(r[0], r[1]) for r in result.rows}
+    busy = [k for k in keys if k not in got]
+    if busy:
+        existing = {(lad, pid) for lad, pid in cur.execute(
+            "SELECT ladder, player_id FROM players JOIN unnest(%b::text[], %b::text[]) AS u(l, p) "
+            "ON ladder = u.l AND player_id = u.p", ([k[0] for k in busy], [k[1] for k in busy]))}
+        deadline = started + wait_ms / 1000.0
+        conn = cur.connection
+        for key in (k for k in busy if k in existing):
+            left_ms = max(1, int((deadline - time.perf_counter()) * 1000))
+            began = time.perf_counter()
+            try:
+                with conn.transaction():  # a savepoint: a failed wait undoes only itself
+                    cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{left_ms}ms",))
+                    result.rows.extend(cur.execute(_SELECT, ([key[0]], [key[1]])).fetchall())
+            except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+                result.blocked.add(key)
+            result.waits[key] = time.perf_counter() - began
+        cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(lock_timeout_ms)}ms",))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def deferred_matches(players_of: Sequence[Iterable[Key]], blocked: set[Key]) -> list[int]:
+    """Indices (queue order) of the matches to defer, given each match's player keys and the
+    ``blocked`` keys: a match with a blocked player, and every later match sharing a player with
+    a deferred match, so each player's matches of the batch are applied in queue order."""
+    tainted = set(blocked)
+    deferred: list[int] = []
+    for n, keys in enumerate(players_of):
+        keys = set(keys)
+        if keys & tainted:
+            tainted |= keys
+            deferred.append(n)
+    return deferred
+
+
+def record_lock_waits(cur: psycopg.Cursor, waits: dict[Key, float], deferred_by: dict[Key, int]) -> None:
+    """Append one ``player_lock_waits`` row per player row the transaction found busy: the
+    milliseconds waited and how many matches it deferred for it (``deferred_by``). Append-only
+    (never waits on another writer); about one call in 100 also deletes up to 1,000 rows older
+    than a day, skipping rows another transaction holds (never waits either)."""
+    if not waits:
+        return
+    keys = sorted(waits)
+    cur.execute(
+        """INSERT INTO player_lock_waits (ladder, player_id, waited_ms, deferred_matches)
+           SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[], %b::int[])""",
+        ([k[0] for k in keys], [k[1] for k in keys], [waits[k] * 1000.0 for k in keys],
+         [deferred_by.get(k, 0) for k in keys]),
+    )
+    if random.random() < 0.01:  # noqa: S311 - not security: spreads the pruning over transactions
+        cur.execute("""DELETE FROM player_lock_waits WHERE id IN (
+                           SELECT id FROM player_lock_waits WHERE at < now() - interval '1 day'
+                            LIMIT 1000 FOR UPDATE SKIP LOCKED)""")
+
+
+@dataclass(frozen=True, slots=True)
+class HotPlayer:
+    """A player whose row rating transactions found locked within a window: ``waits`` (rows),
+    ``waited_seconds`` in all, ``deferred_matches`` in all, the ``last`` time (ISO 8601, UTC)."""
+
+    ladder: str
+    player_id: str
+    waits: int
+    waited_seconds: float
+    deferred_matches: int
+    last: str
+
+
+def hottest_lock_waits(conn: psycopg.Connection, window_seconds: float, limit: int = 5) -> list[HotPlayer]:
+    """The ``limit`` players with the most matches deferred (then the longest waits) in the last
+    ``window_seconds``, from ``player_lock_waits``."""
+    rows = conn.execute(
+        """SELECT ladder, player_id, count(*), sum(waited_ms) / 1000.0, sum(deferred_matches), max(at)
+             FROM player_lock_waits WHERE at > now() - make_interval(secs => %s)
+            GROUP BY ladder, player_id
+            ORDER BY sum(deferred_matches) DESC, sum(waited_ms) DESC, ladder, player_id LIMIT %s""",
+        (float(window_seconds), int(limit)),
+    ).fetchall()
+    return [HotPlayer(lad, pid, int(n), float(w), int(d), last.isoformat()) for lad, pid, n, w, d, last in rows]
