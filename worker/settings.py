@@ -143,13 +143,21 @@ class Settings(BaseSettings):
         default=300.0, gt=0,
         description="`ratings doctor` flags a consumer group whose oldest pending entry is older (seconds).",
     )
+    lock_deferrals_threshold: int = Field(
+        default=10, ge=1,
+        description="`ratings doctor` names a player whose row held elsewhere deferred at least this many "
+        "matches within lock_deferrals_window seconds (a stuck session or a frozen worker holds it).",
+    )
+    lock_deferrals_window: float = Field(
+        default=600.0, gt=0, description="Seconds of player lock waits `ratings doctor` looks back over.",
+    )
     log_json: bool | None = Field(
         default=None, description="JSON log lines (true/false); unset: JSON unless attached to a terminal."
     )
     log_level: str = Field(default="INFO", description="Log level of the worker and the relay.")
     fault_injection: str | None = Field(
         default=None,
-        description="Test-only: SIGKILL this process at named points (see worker/service/faults.py). "
+        description="Test-only: SIGKILL (or SIGSTOP) this process at named points (see worker/service/faults.py). "
                     "Never set it in production.",
     )
     relay_idle_wait: float = Field(

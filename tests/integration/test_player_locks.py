@@ -18,6 +18,7 @@ from worker.policy.ladders import load_ladders
 from worker.settings import DEFAULT_LADDERS_FILE
 from worker.store.connection import TRANSIENT_DATABASE_ERRORS
 from worker.store.ladders import LadderPolicy
+from worker.store.locking import forget_blocked
 from worker.store.rating import BatchMatch, TransactionTimeouts, apply_batch
 
 from .test_worker import match, ratings
@@ -36,6 +37,14 @@ def entry(message: dict, task_id: str) -> BatchMatch:
 def limits(wait_ms: int = 200, idle_ms: int = 0) -> TransactionTimeouts:
     return TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_ms=30000, player_lock_wait_ms=wait_ms,
                                idle_in_transaction_ms=idle_ms)
+
+
+@pytest.fixture(autouse=True)
+def fresh_memory():
+    """Each test starts with no row remembered as blocked by this process."""
+    forget_blocked()
+    yield
+    forget_blocked()
 
 
 class Holder:
@@ -67,7 +76,8 @@ def seed(conn, *players: str) -> None:
 
 def test_a_held_player_defers_its_matches_and_later_matches_of_their_players_and_the_rest_applies(clean):
     """Batch [hot-ann, bob-cat, ann-dan, eve-fay] with hot's row held: the first match waits 200 ms,
-    is deferred, so is ann-dan (ann's later match); bob-cat and eve-fay apply (1215 / 1185). After
+    is deferred, so is ann-dan (ann's later match); bob-cat and eve-fay apply (1215 / 1185). A
+    second batch with hot, the row still held, is deferred without a second wait. After
     the release the two deferred ones apply in order: ann beats hot (1215), then ann (1215) beats
     dan (1200): E = 1/(1+10^(-15/400)) = 0.52158, ann 1229.35, dan 1185.65."""
     with clean.connect() as conn:
@@ -88,6 +98,11 @@ def test_a_held_player_defers_its_matches_and_later_matches_of_their_players_and
         assert [(lad, pid, n) for lad, pid, n, _ in waits] == [("elo", "hot", 1)]
         assert waits[0][3] >= 150  # it did wait (most of) the 200 ms allowed before deferring
         assert ledger == ["d-2", "d-4"]
+        # Still held: this process remembers the row, so the next batch defers at once (no 5 s wait again).
+        with psycopg.connect(clean.database_url, autocommit=True) as conn:
+            again, _ = apply_batch(conn, [entry(match("d-5", "hot", "gil"), "t5")], timeouts=limits(wait_ms=5000))
+            second = conn.execute("SELECT waited_ms, deferred_matches FROM player_lock_waits ORDER BY id").fetchall()[1:]
+        assert [r.outcome.value for r in again] == ["deferred"] and second == [(0.0, 1)]
     finally:
         holder.release()
     with psycopg.connect(clean.database_url, autocommit=True) as conn:
@@ -96,7 +111,8 @@ def test_a_held_player_defers_its_matches_and_later_matches_of_their_players_and
     got = {k: (round(r, 2), g) for k, (r, g) in ratings(clean).items()}
     assert got == {("elo", "hot"): (1185.0, 1), ("elo", "ann"): (1229.35, 2), ("elo", "dan"): (1185.65, 1),
                    ("elo", "bob"): (1215.0, 1), ("elo", "cat"): (1185.0, 1),
-                   ("elo", "eve"): (1215.0, 1), ("elo", "fay"): (1185.0, 1)}
+                   ("elo", "eve"): (1215.0, 1), ("elo", "fay"): (1185.0, 1),
+                   ("elo", "gil"): (1200.0, 0)}  # created by the deferred batch, not rated yet
 
 
 def test_a_row_released_within_the_wait_is_locked_and_nothing_is_deferred(clean):

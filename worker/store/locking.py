@@ -29,6 +29,20 @@ _SELECT = """
        FOR UPDATE OF p"""
 
 
+REMEMBER_BLOCKED_SECONDS = 10.0
+"""How long this process remembers a row it could not lock in time: a busy row remembered is
+deferred at once (no second wait of ``wait_ms``), so a row held for minutes costs one wait per
+process, not one per batch. A row found free (or locked within the wait) is forgotten at once."""
+
+_blocked_until: dict[Key, float] = {}
+"""Rows this process found held past the wait: key -> ``time.monotonic()`` it stops remembering."""
+
+
+def forget_blocked() -> None:
+    """Forget every row this process remembers as blocked (tests; a new process starts empty)."""
+    _blocked_until.clear()
+
+
 @dataclass(slots=True)
 class PlayerLocks:
     """What :func:`lock_players` got: the locked player ``rows`` (the ``players`` columns the rating
@@ -52,7 +66,9 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
        ``lock_timeout`` set to what is left of ``wait_ms`` (at least 1 ms): a row released meanwhile
        (a worker's short transaction) is locked; a row still held at the end (``LockNotAvailable``),
        or a wait the server ends as a deadlock (step 1 took rows out of the global order), rolls
-       back to the savepoint and is *blocked*: the caller defers its matches.
+       back to the savepoint and is *blocked*: the caller defers its matches. A row this process
+       found blocked within :data:`REMEMBER_BLOCKED_SECONDS` and still busy is blocked at once,
+       without a second wait (its ``waits`` entry is 0).
 
     ``lock_timeout`` is set back to ``lock_timeout_ms`` afterwards (``SET LOCAL``: nothing outlives
     the transaction). Rows that do not exist are neither locked nor blocked (the caller creates
@@ -66,6 +82,14 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     result.rows = cur.execute(_SELECT + " SKIP LOCKED", (ladders, players)).fetchall()
     got = {(r[0], r[1]) for r in result.rows}
     busy = [k for k in keys if k not in got]
+    for key in got & _blocked_until.keys():
+        del _blocked_until[key]
+    if busy:
+        now = time.monotonic()
+        remembered = [k for k in busy if _blocked_until.get(k, 0.0) > now]
+        result.blocked.update(remembered)
+        result.waits.update((k, 0.0) for k in remembered)
+        busy = [k for k in busy if k not in result.blocked]
     if busy:
         existing = {(lad, pid) for lad, pid in cur.execute(
             "SELECT ladder, player_id FROM players JOIN unnest(%b::text[], %b::text[]) AS u(l, p) "
@@ -81,6 +105,9 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
                     result.rows.extend(cur.execute(_SELECT, ([key[0]], [key[1]])).fetchall())
             except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
                 result.blocked.add(key)
+                _blocked_until[key] = time.monotonic() + REMEMBER_BLOCKED_SECONDS
+            else:
+                _blocked_until.pop(key, None)
             result.waits[key] = time.perf_counter() - began
         cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(lock_timeout_ms)}ms",))
     result.seconds = time.perf_counter() - started
