@@ -147,6 +147,11 @@ class RatingService:
             handled[i] = result
             if result.outcome is Outcome.DEAD_LETTER:
                 log.warning("dead letter %s (match_id=%s)", result.reason_code, result.match_id)
+        deferred = [r for r in results if r.outcome is Outcome.DEFERRED]
+        if deferred:
+            rows = sorted({p for r in deferred for p in r.blocked_players})
+            log.warning("deferred %d of %d match(es): player row(s) %s held by another transaction past "
+                        "player_lock_wait_ms; retried with backoff", len(deferred), len(results), ", ".join(rows))
         self.faults.hit("after_commit")
         return lock_wait
 
