@@ -15,6 +15,7 @@ import psycopg
 from engine.replay import Standing, replay_changes
 from worker.mapping import to_engine_match
 from worker.outcome import Handled, Outcome
+from worker.store.connection import raise_if_connection_lost
 from worker.store.dead_letters import _dead_letter_text
 from worker.store.events import OUTBOX_CHANNEL, event_id_for, match_events_json
 from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, policy_in_force
@@ -148,18 +149,24 @@ def apply_batch(
 
     ``conn`` must be in autocommit mode (this function owns the transaction). Raises
     :class:`LedgerRace` (after rolling back) when a concurrent transaction committed one of the
-    batch's match ids first; ``psycopg.errors.LockNotAvailable`` past ``lock_timeout``; other
+    batch's match ids first; ``psycopg.errors.LockNotAvailable`` past ``lock_timeout``;
+    :class:`worker.store.connection.ConnectionLost` (an ``OperationalError``) when the connection
+    broke under another error class (the server ended a frozen session, seen through PgBouncer); other
     ``psycopg.Error`` on database failures; :class:`engine.UnratableMatch` or ``ValueError`` from
     the engine; :class:`pydantic.ValidationError` if an event breaks the contract: nothing is
     written then.
     """
     results: list[Handled | None] = [None] * len(entries)
-    with conn.transaction(), conn.cursor() as cur:
-        if timeouts is not None:
-            set_local_timeouts(cur, timeouts)
-        lock_wait = _classify_and_apply(cur, entries, results, timeouts or DEFAULT_TIMEOUTS)
-        if before_commit is not None:
-            before_commit()
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            if timeouts is not None:
+                set_local_timeouts(cur, timeouts)
+            lock_wait = _classify_and_apply(cur, entries, results, timeouts or DEFAULT_TIMEOUTS)
+            if before_commit is not None:
+                before_commit()
+    except psycopg.Error as exc:  # e.g. the session ended by idle_in_transaction_session_timeout
+        raise_if_connection_lost(conn, exc)
+        raise
     return results, lock_wait  # type: ignore[return-value]
 
 
