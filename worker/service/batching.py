@@ -41,6 +41,11 @@ Back in the main process, :meth:`Batcher._done` acknowledges or rejects (requeue
 that verdict. So:
 
 * a message is acknowledged only after the transaction holding its outcome committed;
+* a match the transaction deferred (a player's row held by another transaction) returns
+  ``defer``: the message stays reserved and unacknowledged in this process for a backoff delay
+  (the consumer's prefetch raised by one meanwhile), then goes back at the head of the buffer
+  (:mod:`worker.service.deferral`); held a quarter of the visibility timeout in all, it is
+  requeued to the broker instead;
 * a transient error that outlasts the retries, or the soft time limit, returns ``requeue`` for
   every message not committed yet (the whole batch, as nothing of a rolled-back transaction stays);
 * a child killed mid-batch (SIGKILL, OOM, hard time limit) reaches the main process as the pool
@@ -226,6 +231,7 @@ class Batcher:
     def _settle(self, batch: list, verdicts: list[str]) -> None:
         """Acknowledge or requeue each message of ``batch`` by its verdict, on its own channel.
 
+        A deferred message (``defer``) is held for its backoff (:meth:`_hold`), not settled.
         After a lost broker connection (this batcher retired) the channel is gone: nothing is sent,
         and the transport returns the messages after the visibility timeout (redeliveries of
         committed messages are counted once). A failed acknowledgement is logged, never raised:

@@ -133,8 +133,14 @@ def apply_batch(
        duplicate deliveries, the dead letters or earlier in the batch) is ``redelivered``;
     2. the shared per-ladder advisory lock is taken once per distinct ladder (sorted), and the
        policy in force and history generation of each ladder read after it; the missing player
-       rows are created and all the batch's player rows locked in one statement, in the one
-       global order (ladder, player_id) ``COLLATE "C"`` (``lock_timeout`` bounds the wait);
+       rows are created and the batch's player rows locked by
+       :func:`worker.store.locking.lock_players`: the free ones at once (``SKIP LOCKED``), the busy
+       ones one by one in the global order (ladder, player_id) ``COLLATE "C"`` within
+       ``timeouts.player_lock_wait_ms`` in all. A match with a row still held by another
+       transaction is *deferred* (:data:`worker.outcome.Outcome.DEFERRED`, reason ``player_locked``,
+       the held rows in ``blocked_players``), and so is every later match of the batch sharing a
+       player with a deferred one (per-player queue order); the busy rows' waits are appended to
+       ``player_lock_waits`` (issue 15);
     3. each ladder's matches are rated in queue order by the engine's fold
        (:func:`engine.replay.replay_changes`) over typed player states (:class:`engine.replay.Standing`),
        so a player in several matches sees the earlier ones' results; each match gets its own
@@ -145,7 +151,9 @@ def apply_batch(
        one ``NOTIFY``; ``before_commit`` runs, then COMMIT.
 
     ``timeouts`` (milliseconds) are applied first with ``SET LOCAL`` (they end with the transaction:
-    no session state, so the connection may come through PgBouncer in transaction mode).
+    no session state, so the connection may come through PgBouncer in transaction mode), with
+    ``idle_in_transaction_session_timeout`` (a frozen caller loses its session and locks) and the
+    server's TCP keepalives.
 
     ``conn`` must be in autocommit mode (this function owns the transaction). Raises
     :class:`LedgerRace` (after rolling back) when a concurrent transaction committed one of the
