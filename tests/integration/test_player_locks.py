@@ -77,7 +77,7 @@ def seed(conn, *players: str) -> None:
 def test_a_held_player_defers_its_matches_and_later_matches_of_their_players_and_the_rest_applies(clean):
     """Batch [hot-ann, bob-cat, ann-dan, eve-fay] with hot's row held: the first match waits 200 ms,
     is deferred, so is ann-dan (ann's later match); bob-cat and eve-fay apply (1215 / 1185). A
-    second batch with hot, the row still held, is deferred without a second wait. After
+    second batch with hot, the row still held, is deferred after a short wait only. After
     the release the two deferred ones apply in order: ann beats hot (1215), then ann (1215) beats
     dan (1200): E = 1/(1+10^(-15/400)) = 0.52158, ann 1229.35, dan 1185.65."""
     with clean.connect() as conn:
@@ -98,11 +98,12 @@ def test_a_held_player_defers_its_matches_and_later_matches_of_their_players_and
         assert [(lad, pid, n) for lad, pid, n, _ in waits] == [("elo", "hot", 1)]
         assert waits[0][3] >= 150  # it did wait (most of) the 200 ms allowed before deferring
         assert ledger == ["d-2", "d-4"]
-        # Still held: this process remembers the row, so the next batch defers at once (no 5 s wait again).
+        # Still held: this process remembers the row, so the next batch waits only briefly (not 5 s again).
         with psycopg.connect(clean.database_url, autocommit=True) as conn:
             again, _ = apply_batch(conn, [entry(match("d-5", "hot", "gil"), "t5")], timeouts=limits(wait_ms=5000))
             second = conn.execute("SELECT waited_ms, deferred_matches FROM player_lock_waits ORDER BY id").fetchall()[1:]
-        assert [r.outcome.value for r in again] == ["deferred"] and second == [(0.0, 1)]
+        assert [r.outcome.value for r in again] == ["deferred"] and [d for _, d in second] == [1]
+        assert second[0][0] < 2500  # it waited the short wait of a remembered row (50 ms), not the 5 s allowed
     finally:
         holder.release()
     with psycopg.connect(clean.database_url, autocommit=True) as conn:

@@ -30,9 +30,14 @@ _SELECT = """
 
 
 REMEMBER_BLOCKED_SECONDS = 10.0
-"""How long this process remembers a row it could not lock in time: a busy row remembered is
-deferred at once (no second wait of ``wait_ms``), so a row held for minutes costs one wait per
-process, not one per batch. A row found free (or locked within the wait) is forgotten at once."""
+"""How long this process remembers a row it could not lock in time. While a busy row of a batch is
+remembered, the batch waits at most :data:`REMEMBERED_WAIT_MS` for its rows instead of the whole
+``wait_ms``: a row held for minutes costs one full wait per process, not one per batch. A row
+locked again is forgotten at once."""
+
+REMEMBERED_WAIT_MS = 50
+"""The wait of a batch whose busy rows include a remembered one, in milliseconds (enough for a
+row another worker's batch holds for its few milliseconds)."""
 
 _blocked_until: dict[Key, float] = {}
 """Rows this process found held past the wait: key -> ``time.monotonic()`` it stops remembering."""
@@ -43,11 +48,15 @@ def forget_blocked() -> None:
     _blocked_until.clear()
 
 
+class _Busy(Exception):
+    """Some rows were busy: undo the locks the first pass took (roll back to its savepoint)."""
+
+
 @dataclass(slots=True)
 class PlayerLocks:
     """What :func:`lock_players` got: the locked player ``rows`` (the ``players`` columns the rating
-    transaction reads), the keys it could not lock (``blocked``), the seconds waited for each row
-    that was busy at first (``waits``, blocked ones included) and the total seconds spent locking
+    transaction reads), the keys it could not lock (``blocked``), the seconds waited for the rows
+    that were busy at first (``waits``, blocked ones included) and the total seconds spent locking
     (``seconds``)."""
 
     rows: list[tuple] = field(default_factory=list)
@@ -56,62 +65,80 @@ class PlayerLocks:
     seconds: float = 0.0
 
 
+def _set_lock_timeout(cur: psycopg.Cursor, ms: int) -> None:
+    cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(ms))}ms",))
+
+
 def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_timeout_ms: int) -> PlayerLocks:
     """Lock the ``players`` rows of ``keys`` (sorted (ladder, player_id), code point order as
-    ``COLLATE "C"``) ``FOR UPDATE`` inside the caller's transaction, waiting at most ``wait_ms``
-    milliseconds in all for rows other transactions hold.
+    ``COLLATE "C"``; the rows exist) ``FOR UPDATE`` inside the caller's transaction, waiting at most
+    ``wait_ms`` milliseconds for rows other transactions hold.
 
-    1. One statement locks every row that is free (``SKIP LOCKED``): the common case, no wait.
-    2. Each row skipped is then locked alone, in the global order, inside a savepoint with
-       ``lock_timeout`` set to what is left of ``wait_ms`` (at least 1 ms): a row released meanwhile
-       (a worker's short transaction) is locked; a row still held at the end (``LockNotAvailable``),
-       or a wait the server ends as a deadlock (step 1 took rows out of the global order), rolls
-       back to the savepoint and is *blocked*: the caller defers its matches. A row this process
-       found blocked within :data:`REMEMBER_BLOCKED_SECONDS` and still busy is blocked at once,
-       without a second wait (its ``waits`` entry is 0).
+    1. In a savepoint, one statement locks every free row (``SKIP LOCKED``): when none is busy
+       (the common case) that is all, no wait.
+    2. Else the savepoint is rolled back (its locks released) and every row is locked in the one
+       global order with ``lock_timeout`` = ``wait_ms`` (:data:`REMEMBERED_WAIT_MS` when a busy row
+       is one this process found held within :data:`REMEMBER_BLOCKED_SECONDS`), in a savepoint:
+       transactions that wait, wait in one order, so they never deadlock; a row released meanwhile
+       (another worker's short transaction) is simply waited for.
+    3. Past that wait (``LockNotAvailable``; ``DeadlockDetected`` with a session outside the
+       service), the free rows are locked without waiting (``SKIP LOCKED``) and the rows still busy
+       are *blocked* (and remembered): the caller defers their matches. Nothing waits after this
+       step, so rows taken out of order here cannot close a cycle.
 
-    ``lock_timeout`` is set back to ``lock_timeout_ms`` afterwards (``SET LOCAL``: nothing outlives
-    the transaction). Rows that do not exist are neither locked nor blocked (the caller creates
-    them first). Raises other ``psycopg.Error`` as they come.
+    ``lock_timeout`` is set back to ``lock_timeout_ms`` (``SET LOCAL``: nothing outlives the
+    transaction). Raises other ``psycopg.Error`` as they come.
     """
     result = PlayerLocks()
     if not keys:
         return result
     started = time.perf_counter()
-    ladders, players = [k[0] for k in keys], [k[1] for k in keys]
-    result.rows = cur.execute(_SELECT + " SKIP LOCKED", (ladders, players)).fetchall()
-    got = {(r[0], r[1]) for r in result.rows}
+    conn = cur.connection
+    args = ([k[0] for k in keys], [k[1] for k in keys])
+    got: set[Key] = set()
+    try:
+        with conn.transaction():
+            result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
+            got = {(r[0], r[1]) for r in result.rows}
+            if len(got) < len(keys):
+                raise _Busy
+    except _Busy:
+        pass
+    else:
+        _forget(keys)
+        result.seconds = time.perf_counter() - started
+        return result
     busy = [k for k in keys if k not in got]
-    for key in got & _blocked_until.keys():
-        del _blocked_until[key]
-    if busy:
-        now = time.monotonic()
-        remembered = [k for k in busy if _blocked_until.get(k, 0.0) > now]
-        result.blocked.update(remembered)
-        result.waits.update((k, 0.0) for k in remembered)
-        busy = [k for k in busy if k not in result.blocked]
-    if busy:
-        existing = {(lad, pid) for lad, pid in cur.execute(
-            "SELECT ladder, player_id FROM players JOIN unnest(%b::text[], %b::text[]) AS u(l, p) "
-            "ON ladder = u.l AND player_id = u.p", ([k[0] for k in busy], [k[1] for k in busy]))}
-        deadline = started + wait_ms / 1000.0
-        conn = cur.connection
-        for key in (k for k in busy if k in existing):
-            left_ms = max(1, int((deadline - time.perf_counter()) * 1000))
-            began = time.perf_counter()
-            try:
-                with conn.transaction():  # a savepoint: a failed wait undoes only itself
-                    cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{left_ms}ms",))
-                    result.rows.extend(cur.execute(_SELECT, ([key[0]], [key[1]])).fetchall())
-            except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
-                result.blocked.add(key)
-                _blocked_until[key] = time.monotonic() + REMEMBER_BLOCKED_SECONDS
-            else:
-                _blocked_until.pop(key, None)
-            result.waits[key] = time.perf_counter() - began
-        cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(lock_timeout_ms)}ms",))
+    now = time.monotonic()
+    remembered = any(_blocked_until.get(k, 0.0) > now for k in busy)
+    waited_from = time.perf_counter()
+    try:
+        with conn.transaction():
+            _set_lock_timeout(cur, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms)
+            result.rows = cur.execute(_SELECT, args).fetchall()
+    except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+        waited = time.perf_counter() - waited_from
+        result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
+        got = {(r[0], r[1]) for r in result.rows}
+        result.blocked = {k for k in keys if k not in got}
+        until = time.monotonic() + REMEMBER_BLOCKED_SECONDS
+        for key in result.blocked:
+            _blocked_until[key] = until
+        _forget(got)
+        result.waits = {k: waited for k in busy}
+    else:
+        waited = time.perf_counter() - waited_from
+        _forget(keys)
+        result.waits = {k: waited for k in busy}
+    _set_lock_timeout(cur, lock_timeout_ms)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _forget(keys: Iterable[Key]) -> None:
+    if _blocked_until:
+        for key in keys:
+            _blocked_until.pop(key, None)
 
 
 def deferred_matches(players_of: Sequence[Iterable[Key]], blocked: set[Key]) -> list[int]:
