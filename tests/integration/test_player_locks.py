@@ -168,3 +168,24 @@ def test_a_frozen_transaction_loses_its_locks_and_its_commit_fails_harmlessly(cl
     with clean.connect() as conn:
         assert [m for (m,) in conn.execute("SELECT match_id FROM ledger")] == ["f-2"]
     assert ratings(clean) == {("elo", "ann"): (1215.0, 1), ("elo", "bob"): (1185.0, 1)}
+
+
+def test_the_hottest_waits_show_in_the_metrics_and_doctor_names_a_player_whose_matches_keep_being_deferred(clean):
+    """Waits recorded for two players (hot: 12 matches deferred over 3 waits; warm: waited, none
+    deferred): the scrape-time gauges list both, hottest first; `ratings doctor` fails naming
+    elo/hot with a threshold of 10 and passes naming the hottest with a threshold of 20."""
+    from worker.ops.doctor import lock_wait_finding
+    from worker.service.lock_metrics import lock_wait_gauges
+    from worker.settings import Settings
+
+    with psycopg.connect(clean.database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO player_lock_waits (ladder, player_id, waited_ms, deferred_matches) VALUES "
+                     "('elo', 'hot', 1000, 5), ('elo', 'hot', 50, 4), ('elo', 'hot', 50, 3), ('elo', 'warm', 120, 0)")
+        gauges = {g.name: {tuple(s.labels.values()): s.value for s in g.samples} for g in lock_wait_gauges(conn)}
+        failing = lock_wait_finding(conn, Settings(lock_deferrals_threshold=10))
+        passing = lock_wait_finding(conn, Settings(lock_deferrals_threshold=20))
+    assert gauges["ratings_player_deferred_matches"] == {("elo", "hot"): 12.0, ("elo", "warm"): 0.0}
+    assert gauges["ratings_player_lock_waits"] == {("elo", "hot"): 3.0, ("elo", "warm"): 1.0}
+    assert gauges["ratings_player_lock_wait_seconds"] == {("elo", "hot"): 1.1, ("elo", "warm"): 0.12}
+    assert not failing.ok and "elo/hot: 12 match(es) deferred" in failing.detail and "warm" not in failing.detail
+    assert passing.ok and "hottest elo/hot" in passing.detail
