@@ -1,8 +1,9 @@
 """Store: the player row locks of the rating transaction, without head-of-line blocking (issue 15).
 
 A batch must not wait, with its other matches, for one player whose row another transaction holds
-(an operator's session, a frozen worker). :func:`lock_players` locks what it can at once, waits a
-bounded time for the rest, and reports the rows it could not lock; :func:`deferred_matches` then
+(an operator's session, a frozen worker). :func:`lock_players` locks every row at once when none
+is busy, else waits a bounded time for them in the one global order, then takes the free rows and
+reports the ones it could not lock; :func:`deferred_matches` then
 picks the matches of the batch that must wait for a later transaction: those of a blocked player,
 and every later match of a player of a deferred match (per-player queue order within the batch).
 :func:`record_lock_waits` keeps the waits per player for ``ratings doctor`` and the metrics.

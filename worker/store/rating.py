@@ -134,9 +134,10 @@ def apply_batch(
     2. the shared per-ladder advisory lock is taken once per distinct ladder (sorted), and the
        policy in force and history generation of each ladder read after it; the missing player
        rows are created and the batch's player rows locked by
-       :func:`worker.store.locking.lock_players`: the free ones at once (``SKIP LOCKED``), the busy
-       ones one by one in the global order (ladder, player_id) ``COLLATE "C"`` within
-       ``timeouts.player_lock_wait_ms`` in all. A match with a row still held by another
+       :func:`worker.store.locking.lock_players`: at once when none is busy (``SKIP LOCKED`` in a
+       savepoint); else all of them in the one global order (ladder, player_id) ``COLLATE "C"``,
+       waiting at most ``timeouts.player_lock_wait_ms``, then the free ones without waiting. A
+       match with a row still held by another
        transaction is *deferred* (:data:`worker.outcome.Outcome.DEFERRED`, reason ``player_locked``,
        the held rows in ``blocked_players``), and so is every later match of the batch sharing a
        player with a deferred one (per-player queue order); the busy rows' waits are appended to
