@@ -69,6 +69,24 @@ def test_a_deferred_message_is_held_with_backoff_then_retried_first_in_the_next_
     assert [c[0] for c in consumer.pool.jobs[1]["calls"]] == ["task-1", "task-9"]
 
 
+def test_the_deferred_messages_of_a_batch_come_back_together_in_queue_order(make_batcher):  # noqa: F811
+    """Verdicts defer / ack / defer: one timer for both (the longer of their delays), the prefetch
+    raised by two meanwhile; they return together, task-0 before task-2, so a player's matches keep
+    their order."""
+    batcher, consumer = make_batcher(batch_size=3)
+    consumer.qos = FakeQoS()
+    requests = [FakeRequest(n) for n in range(3)]
+    for r in requests:
+        batcher.add(r)
+    consumer.timer.pending.clear()
+    consumer.pool.jobs[0]["done"](["defer", "ack", "defer"])
+    assert [r.settled for r in requests] == [None, "ack", None]
+    assert len(consumer.timer.pending) == 1 and consumer.qos.extra == 2
+    consumer.timer.fire()
+    assert consumer.qos.extra == 0
+    assert [c[0] for c in consumer.pool.jobs[1]["calls"]] == ["task-0", "task-2"]
+
+
 def test_deferral_delays_double_up_to_the_maximum_and_a_message_held_too_long_goes_back_to_the_broker(monkeypatch):
     """initial 0.25 s, maximum 1 s: the n-th delay is min(1, 0.25 x 2^(n-1)) x [0.5, 1]; once the
     time held plus the next delay passes hold_limit, None (requeue to the broker) and the count restarts."""

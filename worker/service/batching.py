@@ -260,25 +260,31 @@ class Batcher:
         long in all is requeued to the broker instead. Returns the rest of ``batch`` and verdicts."""
         rest: list = []
         rest_verdicts: list[str] = []
+        held: list = []
+        delay = 0.0
         for request, verdict in zip(batch, verdicts):
-            delay = self.deferrals.next_delay(request.id) if verdict == DEFER else None
-            if verdict == DEFER and delay is not None:
-                self.consumer.qos.increment_eventually()
-                self.consumer.timer.call_after(delay, lambda r=request: self._retry_held(r))
+            wait = self.deferrals.next_delay(request.id) if verdict == DEFER else None
+            if wait is not None:
+                held.append(request)
+                delay = max(delay, wait)
                 continue
             rest.append(request)
             rest_verdicts.append(REQUEUE if verdict == DEFER else verdict)
+        if held:  # one timer: they come back together, in queue order (per-player order kept)
+            self.consumer.qos.increment_eventually(len(held))
+            self.consumer.timer.call_after(delay, lambda: self._retry_held(held))
         return rest, rest_verdicts
 
-    def _retry_held(self, request) -> None:
-        """A held message's backoff ended: back to the head of the buffer (dropped if this
-        batcher retired: its channel is gone and the transport returns the message)."""
+    def _retry_held(self, held: list) -> None:
+        """Held messages' backoff ended: back to the head of the buffer in queue order (dropped if
+        this batcher retired: its channel is gone and the transport returns the messages)."""
         with self._lock:
-            self.consumer.qos.decrement_eventually()
+            self.consumer.qos.decrement_eventually(len(held))
             if self.retired:
-                worker_state.task_ready(request)
+                for request in held:
+                    worker_state.task_ready(request)
                 return
-            self.buffer.insert(0, request)
+            self.buffer[:0] = held
             self._flush()
 
     def _ack_together(self, requests: list) -> None:
