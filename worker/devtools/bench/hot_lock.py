@@ -14,13 +14,10 @@ import time
 from typing import Any
 
 from worker.store.connection import connect
+from worker.store.locking import applied_with_prefix, hold_player_rows, lock_waits_of
 
 HOT_PLAYER = "hot00"
 """The hot player whose row is locked (``service_matches`` names hot players ``hot00``, ``hot01``...)."""
-
-
-def _applied(conn, prefix: str) -> int:
-    return conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (prefix + "%",)).fetchone()[0]
 
 
 class _Locker(threading.Thread):
@@ -35,22 +32,20 @@ class _Locker(threading.Thread):
 
     def run(self) -> None:
         with connect(self.database_url, autocommit=True) as watch:
-            while not self.stop.is_set() and _applied(watch, self.prefix) < self.count // 2:
+            while not self.stop.is_set() and applied_with_prefix(watch, self.prefix) < self.count // 2:
                 time.sleep(0.2)
             if self.stop.is_set():
                 return
             with connect(self.database_url) as holder:  # one transaction, committed (released) on exit
-                rows = holder.execute("SELECT count(*) FROM (SELECT 1 FROM players WHERE player_id = %s "
-                                      "FOR UPDATE) AS l", (HOT_PLAYER,)).fetchone()[0]
-                started, before = time.monotonic(), _applied(watch, self.prefix)
+                rows = hold_player_rows(holder, HOT_PLAYER)
+                started, before = time.monotonic(), applied_with_prefix(watch, self.prefix)
                 self.stop.wait(self.hold_seconds)
-                held, after = time.monotonic() - started, _applied(watch, self.prefix)
-            deferred = watch.execute("SELECT coalesce(sum(deferred_matches), 0), count(*) FROM player_lock_waits "
-                                     "WHERE player_id = %s", (HOT_PLAYER,)).fetchone()
+                held, after = time.monotonic() - started, applied_with_prefix(watch, self.prefix)
+            deferred = lock_waits_of(watch, HOT_PLAYER)
         self.figures = {"rows_locked": rows, "held_seconds": round(held, 2), "applied_before_lock": before,
                         "applied_while_locked": after - before,
                         "per_s_while_locked": round((after - before) / held, 1) if held else None,
-                        "deferrals_recorded": int(deferred[0]), "lock_waits_recorded": int(deferred[1])}
+                        "deferrals_recorded": deferred[0], "lock_waits_recorded": deferred[1]}
 
 
 def hot_lock_run(cluster, matches: list[dict[str, Any]], timeout: float, baseline: dict[str, Any],
