@@ -24,6 +24,10 @@ class Outcome(StrEnum):
     """The message is kept in ``dead_letters`` with ``reason_code`` and its raw body."""
     REDELIVERED = "redelivered"
     """This very message (same task id) already ended in one of the above: nothing counted again."""
+    DEFERRED = "deferred"
+    """Not ended yet: a player's row was held by another transaction past the wait allowed (or an
+    earlier deferred match of the batch shares a player with it); the message is retried later
+    with backoff, never dead-lettered for it (issue 15)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +37,8 @@ class Handled:
     ``reason_code`` is set for a dead letter; ``match_id``/``ladder`` when known (the ladder for a
     match that was rated, a duplicate or a redelivery); ``out_of_order`` is true when an applied
     match finished before the last applied match of one of its players; ``seq`` is an applied
-    match's place in the ledger and ``changes`` its per-player changes (ratings in rating points).
+    match's place in the ledger and ``changes`` its per-player changes (ratings in rating points);
+    a deferred match has ``reason_code`` ``player_locked``.
     """
 
     outcome: Outcome
@@ -43,3 +48,5 @@ class Handled:
     out_of_order: bool = False
     seq: int | None = None
     changes: tuple[RatingChange, ...] = ()
+    blocked_players: tuple[str, ...] = ()
+    """A deferred match's players whose rows were held by another transaction (``ladder/player_id``)."""

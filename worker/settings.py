@@ -83,6 +83,43 @@ class Settings(BaseSettings):
         default=5000, gt=0, description="PostgreSQL lock_timeout for the player row locks, in milliseconds."
     )
     statement_timeout_ms: int = Field(default=30000, gt=0, description="PostgreSQL statement_timeout, in ms.")
+    player_lock_wait_ms: int = Field(
+        default=1000, ge=0, le=60000,
+        description="Most milliseconds a rating transaction waits in all for player rows another "
+        "transaction holds; past it the matches of those players (and later matches of the same "
+        "players in the batch) are deferred, retried with backoff, and the batch's other matches "
+        "applied (no head-of-line blocking).",
+    )
+    deferral_backoff_initial: float = Field(
+        default=0.25, gt=0, le=60,
+        description="Seconds a deferred message waits in its worker before its first retry; doubled "
+        "(with jitter) per deferral of the same message, up to deferral_backoff_max.",
+    )
+    deferral_backoff_max: float = Field(
+        default=5.0, gt=0, le=60,
+        description="Most seconds a deferred message waits in its worker before its next retry.",
+    )
+    idle_in_transaction_timeout_ms: int = Field(
+        default=10000, ge=0,
+        description="PostgreSQL idle_in_transaction_session_timeout of the rating transaction (SET "
+        "LOCAL, so PgBouncer's transaction mode keeps it): a worker that stops sending inside its "
+        "transaction (frozen, SIGSTOP, paused VM, cut off) loses its session and its row locks "
+        "after this many ms; its messages are retried. 0: no bound.",
+    )
+    db_keepalives_idle: int = Field(
+        default=10, ge=0,
+        description="TCP keepalives of the worker's database connections, both ends (libpq "
+        "keepalives_idle; the server's tcp_keepalives_idle during the rating transaction): seconds "
+        "of silence before the first probe. 0: the system's defaults.",
+    )
+    db_keepalives_interval: int = Field(
+        default=5, ge=0, description="Seconds between TCP keepalive probes (libpq keepalives_interval, "
+        "server tcp_keepalives_interval). 0: the system's default.",
+    )
+    db_keepalives_count: int = Field(
+        default=3, ge=0, description="Unanswered TCP keepalive probes before the connection is dropped "
+        "(libpq keepalives_count, server tcp_keepalives_count). 0: the system's default.",
+    )
     max_retries: int = Field(
         default=8, gt=0, description="In-process retries of a transient database error before giving up."
     )
@@ -106,13 +143,21 @@ class Settings(BaseSettings):
         default=300.0, gt=0,
         description="`ratings doctor` flags a consumer group whose oldest pending entry is older (seconds).",
     )
+    lock_deferrals_threshold: int = Field(
+        default=10, ge=1,
+        description="`ratings doctor` names a player whose row held elsewhere deferred at least this many "
+        "matches within lock_deferrals_window seconds (a stuck session or a frozen worker holds it).",
+    )
+    lock_deferrals_window: float = Field(
+        default=600.0, gt=0, description="Seconds of player lock waits `ratings doctor` looks back over.",
+    )
     log_json: bool | None = Field(
         default=None, description="JSON log lines (true/false); unset: JSON unless attached to a terminal."
     )
     log_level: str = Field(default="INFO", description="Log level of the worker and the relay.")
     fault_injection: str | None = Field(
         default=None,
-        description="Test-only: SIGKILL this process at named points (see worker/service/faults.py). "
+        description="Test-only: SIGKILL (or SIGSTOP) this process at named points (see worker/service/faults.py). "
                     "Never set it in production.",
     )
     relay_idle_wait: float = Field(

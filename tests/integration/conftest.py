@@ -25,7 +25,8 @@ from worker.store.migrate import migrate
 
 pytestmark = pytest.mark.integration
 
-TABLES = "ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters, ladders, policies, rebuilds"
+TABLES = ("ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters, ladders, policies, rebuilds, "
+          "player_lock_waits")
 
 
 def _with_dbname(url: str, dbname: str) -> str:

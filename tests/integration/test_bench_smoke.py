@@ -26,6 +26,7 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "worker", "bench", "--matches", "200", "--workers", "1", "--ledger-size", "2000",
          "--ledger-players", "200", "--engine-matches", "5000", "--repeats", "1", "--players", "5000",
+         "--hot-lock-seconds", "1",
          "--output", str(output)],
         env=env, capture_output=True, text=True, timeout=280,
     )
@@ -50,7 +51,8 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     # with batching (the default) the no-op baseline also runs on workers without batching
     assert service["batch_size"] == 100
     assert kinds == {"noop", "noop_preloaded", "noop_unbatched", "noop_unbatched_preloaded", "uniform_full_load",
-                     "uniform_preloaded", "uniform_half_load", "hot_players_full_load"}
+                     "uniform_preloaded", "uniform_half_load", "hot_players_full_load", "hot_players_row_locked_1s"}
+    assert {"per_s", "unlocked_per_s", "share_of_unlocked", "hold_seconds"} <= set(service["hot_player_locked"])
     row = service["scaling"][0]
     assert row["baseline_per_s"] == max(row["baseline_same_workers_per_s"], row["baseline_unbatched_workers_per_s"])
     # end to end and consumers only (queue filled first), each beside its no-op; the publishers' own capacity

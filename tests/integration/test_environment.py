@@ -113,7 +113,8 @@ def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
     bouncer = PgBouncer.start(tmp_path / "pgbouncer", s.admin_url)
     try:
         pooled = bouncer.url_for(s.database_url)
-        s.env.update(RATINGS_DATABASE_URL=pooled, RATINGS_LOCK_TIMEOUT_MS="700", RATINGS_STATEMENT_TIMEOUT_MS="20000")
+        s.env.update(RATINGS_DATABASE_URL=pooled, RATINGS_LOCK_TIMEOUT_MS="700", RATINGS_STATEMENT_TIMEOUT_MS="20000",
+                     RATINGS_PLAYER_LOCK_WAIT_MS="700")
         # the store's transaction settings, through PgBouncer: SET LOCAL values seen inside, none after
         with psycopg.connect(pooled, autocommit=True, prepare_threshold=None) as conn:
             inside = repository.transaction_timeouts(conn, repository.TransactionTimeouts(700, 20000))
@@ -130,15 +131,16 @@ def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
         assert s.log_lines("DuplicatePreparedStatement") == 0
 
         # lock_timeout inside the worker's own transaction: hold a player's row; a worker whose
-        # transaction has lock_timeout = 700 ms gives up (LockNotAvailable, retried), where one
-        # with lock_timeout 0 (the options PgBouncer drops) would wait silently for ever.
+        # transaction waits for it at most 700 ms (SET LOCAL lock_timeout in a savepoint) defers
+        # the match and retries it, where one with lock_timeout 0 (the options PgBouncer drops)
+        # would wait silently for ever.
         with psycopg.connect(s.database_url) as blocker:
             held = blocker.execute("SELECT count(*) FROM (SELECT 1 FROM players WHERE ladder = 'sedma' AND "
                                    "player_id IN ('p0001', 'p0002') FOR UPDATE) AS l").fetchone()[0]
             assert held == 2  # the next match's two players (p0001 and p0002, the most frequent ones)
             s.publish(generate_sedma_matches(1, players=2, seed=99, id_prefix="held"))
-            _wait_for(lambda: s.log_lines("LockNotAvailable") > 0, 60,
-                      "a worker logging LockNotAvailable while the row is held")
+            _wait_for(lambda: s.log_lines("held by another transaction") > 0, 60,
+                      "a worker deferring the match while the row is held")
         c = wait_until_drained(s.database_url, 201, timeout=60)
         assert (c.applied, c.dead_letters) == (201, 0)
     finally:

@@ -14,7 +14,8 @@ from worker.consumer.lag import consumer_lag
 from worker.ops.verify import verify_ladder
 from worker.service.transport import queue_keys
 from worker.settings import Settings
-from worker.store.connection import DatabaseError, connect
+from worker.store.connection import Connection, DatabaseError, connect
+from worker.store.locking import hottest_lock_waits
 from worker.store.outbox_lag import outbox_lag as read_outbox_lag
 from worker.store.schema import schema_status
 
@@ -79,6 +80,7 @@ def run_checks(
             "no open dead letters", not by_reason,
             f"{listed} (see `ratings dead-letters list`)" if by_reason else "none",
         ))
+        findings.append(lock_wait_finding(conn, settings))
         if verify:
             for ladder, policy in sorted(policies.items()):
                 result = verify_ladder(conn, ladder, policy)
@@ -87,6 +89,26 @@ def run_checks(
                     f"{result.matches} matches, {result.players} players, {len(result.differences)} difference(s)",
                 ))
     return findings + _broker_findings(settings, max_queue_depth)
+
+
+def lock_wait_finding(conn: Connection, settings: Settings) -> Finding:
+    """"player row lock waits": fails naming each player (``ladder/player_id``) whose row, held by
+    another transaction, deferred at least ``lock_deferrals_threshold`` matches within the last
+    ``lock_deferrals_window`` seconds; passes naming the hottest wait otherwise."""
+    hot = hottest_lock_waits(conn, settings.lock_deferrals_window, limit=5)
+    stuck = [h for h in hot if h.deferred_matches >= settings.lock_deferrals_threshold]
+    window = f"last {settings.lock_deferrals_window:g} s"
+    if stuck:
+        named = "; ".join(f"{h.ladder}/{h.player_id}: {h.deferred_matches} match(es) deferred, "
+                          f"{h.waited_seconds:.1f} s waited, last {h.last}" for h in stuck)
+        return Finding("player row lock waits", False,
+                       f"{named} ({window}): another session holds the row; find it with pg_stat_activity / "
+                       "pg_locks (see README, 'A player whose matches keep being deferred')")
+    if hot:
+        top = hot[0]
+        return Finding("player row lock waits", True, f"hottest {top.ladder}/{top.player_id}: {top.waits} wait(s), "
+                       f"{top.waited_seconds:.2f} s, {top.deferred_matches} deferred ({window})")
+    return Finding("player row lock waits", True, f"none ({window})")
 
 
 def _broker_findings(settings: Settings, max_queue_depth: int | None) -> list[Finding]:

@@ -41,6 +41,11 @@ Back in the main process, :meth:`Batcher._done` acknowledges or rejects (requeue
 that verdict. So:
 
 * a message is acknowledged only after the transaction holding its outcome committed;
+* a match the transaction deferred (a player's row held by another transaction) returns
+  ``defer``: the message stays reserved and unacknowledged in this process for a backoff delay
+  (the consumer's prefetch raised by one meanwhile), then goes back at the head of the buffer
+  (:mod:`worker.service.deferral`); held a quarter of the visibility timeout in all, it is
+  requeued to the broker instead;
 * a transient error that outlasts the retries, or the soft time limit, returns ``requeue`` for
   every message not committed yet (the whole batch, as nothing of a rolled-back transaction stays);
 * a child killed mid-batch (SIGKILL, OOM, hard time limit) reaches the main process as the pool
@@ -80,12 +85,16 @@ from celery.worker.request import create_request_cls
 from celery.worker.strategy import default as default_strategy
 from celery.worker.strategy import hybrid_to_proto2, proto1_to_proto2
 
+from worker.service.deferral import Deferrals
 from worker.settings import Settings
 
 log = logging.getLogger(__name__)
 
 ACK = "ack"
 REQUEUE = "requeue"
+DEFER = "defer"
+"""A match the transaction deferred (a player's row held elsewhere): held, then retried
+(:mod:`worker.service.deferral`)."""
 
 _current: dict[str, Batcher] = {}
 """The live :class:`Batcher` of each task name in this process (a consumer restart replaces it)."""
@@ -126,6 +135,8 @@ class Batcher:
         self.buffer: list[Any] = []
         self.in_flight = 0
         self.retired = False
+        self.deferrals = Deferrals(settings.deferral_backoff_initial, settings.deferral_backoff_max,
+                                   settings.visibility_timeout / 4)
         self._timer = None
         self._lock = threading.RLock()
         self._Request = create_request_cls(symbol_by_name(task.Request), task, consumer.pool, consumer.hostname,
@@ -220,13 +231,18 @@ class Batcher:
     def _settle(self, batch: list, verdicts: list[str]) -> None:
         """Acknowledge or requeue each message of ``batch`` by its verdict, on its own channel.
 
+        A deferred message (``defer``) is held for its backoff (:meth:`_hold`), not settled.
         After a lost broker connection (this batcher retired) the channel is gone: nothing is sent,
         and the transport returns the messages after the visibility timeout (redeliveries of
         committed messages are counted once). A failed acknowledgement is logged, never raised:
         it must not stop the worker, and the message comes back the same way.
         """
+        held = [r for r, v in zip(batch, verdicts) if v == DEFER] if not self.retired else []
+        if held:
+            batch, verdicts = self._hold(batch, verdicts)
         for request in batch:
             worker_state.task_ready(request)
+            self.deferrals.forget(request.id)
         if not self.retired:
             acks = [r for r, v in zip(batch, verdicts) if v == ACK]
             if acks:
@@ -237,6 +253,39 @@ class Batcher:
         else:
             log.warning("%d message(s) of a closed consumer left unacknowledged; the broker redelivers them",
                         len(batch))
+
+    def _hold(self, batch: list, verdicts: list[str]) -> tuple[list, list[str]]:
+        """Hold each deferred message of ``batch`` for its backoff delay (the consumer's prefetch
+        raised by one meanwhile), then put it back at the head of the buffer; a message held too
+        long in all is requeued to the broker instead. Returns the rest of ``batch`` and verdicts."""
+        rest: list = []
+        rest_verdicts: list[str] = []
+        held: list = []
+        delay = 0.0
+        for request, verdict in zip(batch, verdicts):
+            wait = self.deferrals.next_delay(request.id) if verdict == DEFER else None
+            if wait is not None:
+                held.append(request)
+                delay = max(delay, wait)
+                continue
+            rest.append(request)
+            rest_verdicts.append(REQUEUE if verdict == DEFER else verdict)
+        if held:  # one timer: they come back together, in queue order (per-player order kept)
+            self.consumer.qos.increment_eventually(len(held))
+            self.consumer.timer.call_after(delay, lambda: self._retry_held(held))
+        return rest, rest_verdicts
+
+    def _retry_held(self, held: list) -> None:
+        """Held messages' backoff ended: back to the head of the buffer in queue order (dropped if
+        this batcher retired: its channel is gone and the transport returns the messages)."""
+        with self._lock:
+            self.consumer.qos.decrement_eventually(len(held))
+            if self.retired:
+                for request in held:
+                    worker_state.task_ready(request)
+                return
+            self.buffer[:0] = held
+            self._flush()
 
     def _ack_together(self, requests: list) -> None:
         """Acknowledge ``requests`` in one broker round trip when their channel can
@@ -304,4 +353,4 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
             record_handled(h, per_message, task_id=task_id, batch_size=len(calls))
     # lock_wait None: nothing applied in one transaction (or the messages were applied one by one)
     record_transaction(sum(1 for h in handled if h is not None and h.outcome == "applied"), lock_wait)
-    return [ACK if h is not None else REQUEUE for h in handled]
+    return [REQUEUE if h is None else DEFER if h.outcome == "deferred" else ACK for h in handled]

@@ -53,6 +53,10 @@ LOCK_WAIT_SECONDS = Histogram(
 BATCH_SIZE = Histogram(
     "ratings_batch_size", "Matches applied per database transaction", buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500)
 )
+DEFERRED_BY_PLAYER = Counter(
+    "ratings_deferred_matches_total", "Matches deferred because this player's row was held by another "
+    "transaction (ladder/player_id; only players ever found held get a label)", ["player"],
+)
 EVENTS_PUBLISHED = Counter("ratings_events_published_total", "Rating-changed events the relay added to the stream")
 
 
@@ -97,7 +101,8 @@ class DatabaseCollector:
     ``ratings_outbox_unpublished``; ``ratings_stream_length``; ``ratings_rating_pool_drift`` per
     ladder: sum of ratings minus initial rating × players (rating points; inflation when > 0);
     ``ratings_queue_messages`` (when ``queue`` is given): messages waiting in every list of the
-    queue (:func:`worker.service.transport.queue_keys`, priority lists included).
+    queue (:func:`worker.service.transport.queue_keys`, priority lists included); the hottest
+    player row lock waits (:func:`worker.service.lock_metrics.lock_wait_gauges`).
     """
 
     def __init__(self, database_url: str, redis_client, stream: str, initial_ratings: dict[str, float],
@@ -109,9 +114,12 @@ class DatabaseCollector:
         self.initial_ratings = initial_ratings
 
     def collect(self):
+        from worker.service.lock_metrics import lock_wait_gauges
         from worker.store.connection import DatabaseError, connect
         from worker.store.outbox_lag import outbox_lag
         from worker.store.read_models import rating_sums
+
+        hottest: list[GaugeMetricFamily] = []
 
         lag = GaugeMetricFamily("ratings_outbox_lag_seconds", "Age of the oldest unpublished outbox row, seconds")
         unpublished = GaugeMetricFamily("ratings_outbox_unpublished", "Outbox rows not yet on the stream")
@@ -127,6 +135,7 @@ class DatabaseCollector:
                     initial = self.initial_ratings.get(ladder)
                     if initial is not None:
                         drift.add_metric([ladder], float(total) - initial * players)
+                hottest = lock_wait_gauges(conn)
         except DatabaseError:
             pass  # an unreachable database shows as missing gauges; /readyz says why
         queued = GaugeMetricFamily("ratings_queue_messages",
@@ -139,7 +148,7 @@ class DatabaseCollector:
                 queued.add_metric([], float(sum(self.redis.llen(key) for key in queue_keys(self.queue))))
         except Exception:  # noqa: BLE001 - the broker may be down; readiness reports it
             pass
-        yield from (lag, unpublished, drift, stream_len, queued)
+        yield from (lag, unpublished, drift, stream_len, queued, *hottest)
         yield from consumer_lag_gauges(self.redis, self.stream)
 
 

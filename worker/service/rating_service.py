@@ -93,7 +93,10 @@ class RatingService:
         self.interrupts = interrupts
         self.faults = FaultInjector(settings.fault_injection)
         self._environment_failed = False
-        self.timeouts = repository.TransactionTimeouts(settings.lock_timeout_ms, settings.statement_timeout_ms)
+        self.timeouts = repository.TransactionTimeouts(
+            settings.lock_timeout_ms, settings.statement_timeout_ms, settings.player_lock_wait_ms,
+            settings.idle_in_transaction_timeout_ms, settings.db_keepalives_idle, settings.db_keepalives_interval,
+            settings.db_keepalives_count)
         stamina.instrumentation.set_on_retry_hooks([_log_retry])
 
     def _retrying(self):
@@ -144,6 +147,11 @@ class RatingService:
             handled[i] = result
             if result.outcome is Outcome.DEAD_LETTER:
                 log.warning("dead letter %s (match_id=%s)", result.reason_code, result.match_id)
+        deferred = [r for r in results if r.outcome is Outcome.DEFERRED]
+        if deferred:
+            rows = sorted({p for r in deferred for p in r.blocked_players})
+            log.warning("deferred %d of %d match(es): player row(s) %s held by another transaction past "
+                        "player_lock_wait_ms; retried with backoff", len(deferred), len(results), ", ".join(rows))
         self.faults.hit("after_commit")
         return lock_wait
 

@@ -125,8 +125,11 @@ def apply_match(self, *args, **kwargs) -> str:
 
     Any other call shape (no argument, several, keyword arguments) is kept as a dead letter with
     reason ``bad_task_arguments``. Transient database errors that outlast the in-process retries
-    requeue the message (``Reject(requeue=True)``); everything else ends as applied, duplicate or
-    dead letter, and the message is acknowledged.
+    requeue the message (``Reject(requeue=True)``), and so does a match deferred because a
+    player's row stayed held by another transaction past ``player_lock_wait_ms`` (after a pause of
+    ``deferral_backoff_initial`` seconds in this child: without batching there is no buffer to hold
+    it in, and a child serves one message at a time anyway); everything else ends as applied,
+    duplicate or dead letter, and the message is acknowledged.
     """
     BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
     try:
@@ -154,6 +157,10 @@ def apply_match(self, *args, **kwargs) -> str:
     BACKOFF.reset()
     record_handled(handled[0], time.perf_counter() - started, task_id=task_id)
     record_transaction(1 if handled[0].outcome is Outcome.APPLIED else 0, lock_wait)
+    if handled[0].outcome is Outcome.DEFERRED:  # a player's row held elsewhere: a short pause, then requeue
+        time.sleep(_current_settings().deferral_backoff_initial)
+        raise Reject(f"deferred: row of {', '.join(handled[0].blocked_players)} held by another transaction",
+                     requeue=True)
     return handled[0].outcome.value
 
 
@@ -164,6 +171,8 @@ def record_handled(handled: Handled, duration: float, task_id: str | None = None
     size); ``batch_size``: messages in the batch it was handled in (1 without batching).
     """
     observability.MESSAGES.labels(handled.outcome.value).inc()
+    for player in handled.blocked_players:
+        observability.DEFERRED_BY_PLAYER.labels(player).inc()
     observability.APPLY_SECONDS.observe(duration)
     if handled.outcome is Outcome.DEAD_LETTER:
         observability.DEAD_LETTERS.labels(handled.reason_code).inc()

@@ -10,9 +10,10 @@ The rating transaction (DESIGN.md, "What it does"), one path for 1 to N messages
    → a redelivery;
 2. take each ladder's advisory lock in shared mode and read the ladder's policy in force and
    history generation (a rebuild, :mod:`worker.ops.rebuild`, switches both under the exclusive
-   form); create missing player rows, then lock every player row of the batch in one statement in
-   one global order (ladder, player_id) ``COLLATE "C"`` (no deadlock between transactions that
-   share players);
+   form); create missing player rows, then lock the batch's player rows: the free ones at once,
+   the busy ones in one global order (ladder, player_id) ``COLLATE "C"`` within a bounded wait;
+   matches whose rows stay held elsewhere are deferred with every later match of their players
+   (:mod:`worker.store.locking`: no batch waits behind one player);
 3. rate the matches in queue order with the engine's fold over typed player states;
 4. insert the ledger rows (``ON CONFLICT DO NOTHING`` closes the race with a concurrent delivery
    of the same match; their ``seq``, taken while the locks are held, is the apply order), the

@@ -8,7 +8,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "duplicate_deliveries", "dead_letters")
+SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "duplicate_deliveries", "dead_letters",
+                  "player_lock_waits")
 """The tables a benchmark run empties between runs."""
 
 _SYNTHETIC_LEDGER = """

@@ -14,8 +14,24 @@ DatabaseError = psycopg.Error
 DatabaseUnreachable = psycopg.OperationalError
 """The server cannot be reached or the connection broke (``psycopg.OperationalError``)."""
 
-TRANSIENT_DATABASE_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
-"""Errors worth retrying: lost connection, deadlock, serialization failure, lock or pool timeout."""
+TRANSIENT_DATABASE_ERRORS: tuple[type[Exception], ...] = (psycopg.OperationalError, psycopg.InterfaceError,
+                                                          psycopg.errors.IdleInTransactionSessionTimeout)
+"""Errors worth retrying: lost connection, deadlock, serialization failure, lock or pool timeout,
+and a session the server ended because its transaction sat idle past
+``idle_in_transaction_session_timeout`` (a frozen worker: nothing of it committed)."""
+
+class ConnectionLost(psycopg.OperationalError):
+    """The connection broke under an error of another class (through PgBouncer, a server ending the
+    session mid-transaction reaches the client as ``InternalError: received 2 results from command
+    'COMMIT'``): transient like any lost connection, never a reason to dead-letter a message."""
+
+
+def raise_if_connection_lost(conn: psycopg.Connection, exc: psycopg.Error) -> None:
+    """Raise :class:`ConnectionLost` (from ``exc``) when ``exc`` is not already transient and
+    ``conn`` is broken (the connection, not the data, failed); else return."""
+    if not isinstance(exc, TRANSIENT_DATABASE_ERRORS) and conn.broken:
+        raise ConnectionLost(f"connection lost ({type(exc).__name__}: {str(exc).strip()})") from exc
+
 
 NotMigrated = psycopg.errors.UndefinedTable
 """A table the store needs does not exist yet: run ``ratings migrate``."""

@@ -17,8 +17,10 @@ def open_pool(settings: Settings) -> ConnectionPool:
     Works through PgBouncer in transaction pooling mode: no startup ``options`` (PgBouncer refuses
     them), no server-side prepared statements (``prepare_threshold=None``: a prepared statement
     lives in one server session, which PgBouncer hands to other clients between transactions), and
-    no session settings: the store's rating transaction applies ``lock_timeout`` and
-    ``statement_timeout`` with ``SET LOCAL`` (:func:`worker.store.rating.apply_batch`). Without
+    no session settings: the store's rating transaction applies ``lock_timeout``,
+    ``statement_timeout``, ``idle_in_transaction_session_timeout`` and the server's TCP keepalives
+    with ``SET LOCAL`` (:func:`worker.store.rating.apply_batch`). TCP keepalives on the client side
+    come from :func:`keepalive_kwargs`. Without
     prepared statements every statement is planned with its parameters (the unnamed statement of
     the extended protocol), so ``plan_cache_mode`` no longer matters.
 
@@ -31,10 +33,23 @@ def open_pool(settings: Settings) -> ConnectionPool:
         settings.database_url,
         min_size=1,
         max_size=settings.pool_max_size,
-        kwargs={"autocommit": True, "prepare_threshold": None},
+        kwargs={"autocommit": True, "prepare_threshold": None, **keepalive_kwargs(settings)},
         open=True,
         name="ratings",
     )
+
+
+def keepalive_kwargs(settings: Settings) -> dict[str, int]:
+    """libpq's TCP keepalive parameters from the settings (``keepalives``, ``keepalives_idle``,
+    ``keepalives_interval``, ``keepalives_count``; seconds, seconds, probes): a client-side socket
+    option, so PgBouncer is no obstacle. A zero setting leaves the system's default."""
+    out = {"keepalives": 1}
+    for name, value in (("keepalives_idle", settings.db_keepalives_idle),
+                        ("keepalives_interval", settings.db_keepalives_interval),
+                        ("keepalives_count", settings.db_keepalives_count)):
+        if value:
+            out[name] = int(value)
+    return out
 
 
 class StaleConnection(Exception):

@@ -5,7 +5,6 @@ Ledger check, ladder and player locks, rating, writes, dead letters, in one tran
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,9 +15,11 @@ import psycopg
 from engine.replay import Standing, replay_changes
 from worker.mapping import to_engine_match
 from worker.outcome import Handled, Outcome
+from worker.store.connection import raise_if_connection_lost
 from worker.store.dead_letters import _dead_letter_text
 from worker.store.events import OUTBOX_CHANNEL, event_id_for, match_events_json
 from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, policy_in_force
+from worker.store.locking import deferred_matches, lock_players, record_lock_waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +60,37 @@ class TransactionTimeouts:
 
     lock_timeout_ms: int
     statement_timeout_ms: int
+    player_lock_wait_ms: int = 1000
+    """Most milliseconds one transaction waits in all for player rows other transactions hold
+    before it defers their matches (:func:`worker.store.locking.lock_players`)."""
+    idle_in_transaction_ms: int = 0
+    """``idle_in_transaction_session_timeout``: the server ends the session (and its locks) when
+    the worker stops sending inside the transaction this long (frozen, paused, cut off); 0: none."""
+    tcp_keepalives_idle_s: int = 0
+    """Server-side TCP keepalives of the session during the transaction (``tcp_keepalives_idle``,
+    ``_interval``, ``_count``; seconds, seconds, probes); 0: the server's defaults."""
+    tcp_keepalives_interval_s: int = 0
+    tcp_keepalives_count: int = 0
+
+
+DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_ms=30000)
+"""Limits of a transaction whose caller gave none (tools and tests)."""
 
 
 def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts) -> None:
     """Apply ``timeouts`` to the current transaction only (``set_config(..., true)``, i.e. ``SET
     LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires."""
-    cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
-                (f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms"))
+    cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true), "
+                "set_config('idle_in_transaction_session_timeout', %s, true)",
+                (f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms",
+                 f"{int(timeouts.idle_in_transaction_ms)}ms"))
+    keepalives = {"tcp_keepalives_idle": timeouts.tcp_keepalives_idle_s,
+                  "tcp_keepalives_interval": timeouts.tcp_keepalives_interval_s,
+                  "tcp_keepalives_count": timeouts.tcp_keepalives_count}
+    names = [name for name, value in keepalives.items() if value]
+    if names:  # ignored by the server on a Unix socket
+        cur.execute("SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in names),
+                    [str(int(keepalives[name])) for name in names])
 
 
 def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts) -> tuple[str, str]:
@@ -108,8 +133,15 @@ def apply_batch(
        duplicate deliveries, the dead letters or earlier in the batch) is ``redelivered``;
     2. the shared per-ladder advisory lock is taken once per distinct ladder (sorted), and the
        policy in force and history generation of each ladder read after it; the missing player
-       rows are created and all the batch's player rows locked in one statement, in the one
-       global order (ladder, player_id) ``COLLATE "C"`` (``lock_timeout`` bounds the wait);
+       rows are created and the batch's player rows locked by
+       :func:`worker.store.locking.lock_players`: at once when none is busy (``SKIP LOCKED`` in a
+       savepoint); else all of them in the one global order (ladder, player_id) ``COLLATE "C"``,
+       waiting at most ``timeouts.player_lock_wait_ms``, then the free ones without waiting. A
+       match with a row still held by another
+       transaction is *deferred* (:data:`worker.outcome.Outcome.DEFERRED`, reason ``player_locked``,
+       the held rows in ``blocked_players``), and so is every later match of the batch sharing a
+       player with a deferred one (per-player queue order); the busy rows' waits are appended to
+       ``player_lock_waits`` (issue 15);
     3. each ladder's matches are rated in queue order by the engine's fold
        (:func:`engine.replay.replay_changes`) over typed player states (:class:`engine.replay.Standing`),
        so a player in several matches sees the earlier ones' results; each match gets its own
@@ -120,27 +152,35 @@ def apply_batch(
        one ``NOTIFY``; ``before_commit`` runs, then COMMIT.
 
     ``timeouts`` (milliseconds) are applied first with ``SET LOCAL`` (they end with the transaction:
-    no session state, so the connection may come through PgBouncer in transaction mode).
+    no session state, so the connection may come through PgBouncer in transaction mode), with
+    ``idle_in_transaction_session_timeout`` (a frozen caller loses its session and locks) and the
+    server's TCP keepalives.
 
     ``conn`` must be in autocommit mode (this function owns the transaction). Raises
     :class:`LedgerRace` (after rolling back) when a concurrent transaction committed one of the
-    batch's match ids first; ``psycopg.errors.LockNotAvailable`` past ``lock_timeout``; other
+    batch's match ids first; ``psycopg.errors.LockNotAvailable`` past ``lock_timeout``;
+    :class:`worker.store.connection.ConnectionLost` (an ``OperationalError``) when the connection
+    broke under another error class (the server ended a frozen session, seen through PgBouncer); other
     ``psycopg.Error`` on database failures; :class:`engine.UnratableMatch` or ``ValueError`` from
     the engine; :class:`pydantic.ValidationError` if an event breaks the contract: nothing is
     written then.
     """
     results: list[Handled | None] = [None] * len(entries)
-    with conn.transaction(), conn.cursor() as cur:
-        if timeouts is not None:
-            set_local_timeouts(cur, timeouts)
-        lock_wait = _classify_and_apply(cur, entries, results)
-        if before_commit is not None:
-            before_commit()
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            if timeouts is not None:
+                set_local_timeouts(cur, timeouts)
+            lock_wait = _classify_and_apply(cur, entries, results, timeouts or DEFAULT_TIMEOUTS)
+            if before_commit is not None:
+                before_commit()
+    except psycopg.Error as exc:  # e.g. the session ended by idle_in_transaction_session_timeout
+        raise_if_connection_lost(conn, exc)
+        raise
     return results, lock_wait  # type: ignore[return-value]
 
 
 def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry],
-                        results: list[Handled | None]) -> float | None:
+                        results: list[Handled | None], limits: TransactionTimeouts) -> float | None:
     """Steps 1 to 4 of :func:`apply_batch`; fills ``results``; returns the lock wait in seconds."""
     match_ids = sorted({e.payload["match_id"] for e in entries if isinstance(e, BatchMatch)})
     stored: dict[str, tuple[str, str | None]] = {}
@@ -184,7 +224,8 @@ def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry],
             duplicates.append(i)
 
     lock_wait = _apply_matches(
-        cur, [e for i in to_apply if isinstance(e := entries[i], BatchMatch)], to_apply, results) if to_apply else None
+        cur, [e for i in to_apply if isinstance(e := entries[i], BatchMatch)], to_apply, results,
+        limits) if to_apply else None
 
     # the other outcomes, one statement each
     if duplicates:
@@ -225,7 +266,7 @@ def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry],
 
 
 def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: list[int],
-                   results: list[Handled | None]) -> float:
+                   results: list[Handled | None], limits: TransactionTimeouts) -> float:
     """Steps 2 to 4 of :func:`apply_batch` for the matches to apply (queue order); fills ``results``
     at ``positions``; returns the lock wait in seconds. Raises :class:`LedgerRace`."""
     engine_matches = [to_engine_match(m.payload) for m in matches]
@@ -248,23 +289,39 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         """
         INSERT INTO players (ladder, player_id, rating, peak_rating)
         SELECT l, p, r, r FROM unnest(%b::text[], %b::text[], %b::float8[]) AS u(l, p, r)
+         WHERE NOT EXISTS (SELECT 1 FROM players x WHERE x.ladder = u.l AND x.player_id = u.p)
          ORDER BY l COLLATE "C", p COLLATE "C"
         ON CONFLICT (ladder, player_id) DO NOTHING
         """,
         ([k[0] for k in order], [k[1] for k in order], [float(policies[k[0]].initial_for(k[1])) for k in order]),
     )
-    lock_started = time.perf_counter()
-    rows = cur.execute(
-        """
-        SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
-               p.rebuild_events
-          FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
-         ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
-           FOR UPDATE OF p
-        """,
-        ([k[0] for k in order], [k[1] for k in order]),
-    ).fetchall()
-    lock_wait = time.perf_counter() - lock_started
+    # Rows another transaction holds are waited for a bounded time, then their matches deferred
+    # (worker/store/locking.py): never the whole batch behind one player.
+    locks = lock_players(cur, order, limits.player_lock_wait_ms, limits.lock_timeout_ms)
+    rows, lock_wait = locks.rows, locks.seconds
+    if locks.blocked:
+        deferred = set(deferred_matches([[(m.payload["ladder"], pid) for pid in em.player_ids()]
+                                         for m, em in zip(matches, engine_matches)], locks.blocked))
+        deferred_by: dict[tuple[str, str], int] = {}
+        for n in sorted(deferred):
+            m = matches[n]
+            blockers = sorted({(m.payload["ladder"], pid) for pid in engine_matches[n].player_ids()} & locks.blocked)
+            for key in blockers:
+                deferred_by[key] = deferred_by.get(key, 0) + 1
+            results[positions[n]] = Handled(Outcome.DEFERRED, "player_locked", m.payload["match_id"],
+                                            m.payload["ladder"],
+                                            blocked_players=tuple(f"{lad}/{pid}" for lad, pid in blockers))
+        keep = [n for n in range(len(matches)) if n not in deferred]
+        matches = [matches[n] for n in keep]
+        engine_matches = [engine_matches[n] for n in keep]
+        positions = [positions[n] for n in keep]
+        order = sorted({(m.payload["ladder"], pid)
+                        for m, em in zip(matches, engine_matches) for pid in em.player_ids()})
+        record_lock_waits(cur, locks.waits, deferred_by)
+        if not matches:
+            return lock_wait
+    else:
+        record_lock_waits(cur, locks.waits, {})
     # Typed player states per ladder (wins, draws and losses count this batch's only), and what the
     # engine does not track: the last finished_at (out of order?) and the rebuild events (a
     # player's event sequence is games played + rebuild events).

@@ -33,6 +33,8 @@ class BenchConfig:
     players: int = 100_000
     hot_share: float = 0.2
     hot_players: int = 10
+    hot_lock_seconds: float = 10.0
+    """Seconds one hot player's row is held locked in the middle of the locked hot-player run (0: no such run)."""
     soak_matches: int = 0
     ledger_size: int = 1_000_000
     ledger_players: int = 10_000

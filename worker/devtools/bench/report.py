@@ -74,6 +74,11 @@ def print_results(results: dict[str, Any]) -> None:
         if hot := service.get("hot_players"):
             t.add_row(f"hot players ({hot['hot_share']:.0%} of matches, {hot['hot_players']} players)",
                       f"{_n(hot['per_s'])}/s ({hot['share_of_uniform']:.0%})", f"uniform {_n(hot['uniform_per_s'])}/s")
+        if locked := service.get("hot_player_locked"):
+            t.add_row(f"hot players, {locked['locked_player']}'s row locked {locked['hold_seconds']:g} s mid-run",
+                      f"{_n(locked['per_s'])}/s ({locked['share_of_unlocked']:.0%}); "
+                      f"{_n(locked.get('per_s_while_locked'))}/s while locked",
+                      f"unlocked {_n(locked['unlocked_per_s'])}/s")
         if rss := service.get("rss"):
             t.add_row(f"worker RSS over {rss['matches_processed']:,} matches (all {rss['workers']} nodes)",
                       f"{rss['end_mib']} MiB ({rss['growth_from_warm_up_pct']:+} %)",

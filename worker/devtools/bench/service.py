@@ -7,6 +7,7 @@ from typing import Any
 
 from worker.devtools.bench.cluster import Cluster, _warm_up, autovacuum_on, service_matches
 from worker.devtools.bench.common import BenchConfig, progress
+from worker.devtools.bench.hot_lock import HOT_PLAYER, hot_lock_run
 from worker.settings import get_settings
 
 
@@ -98,6 +99,14 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
                     service_matches(n, config.seed + 700, f"bench-hot-w{workers}", config.players,
                                     config.hot_share, config.hot_players), timeout) | {"workers": workers}
                 runs += [half, hot]
+                if config.hot_lock_seconds:
+                    progress.print(f"  hot players, {HOT_PLAYER}'s row locked {config.hot_lock_seconds:g} s mid-run: "
+                                   f"{n} matches")
+                    locked, out["hot_player_locked"] = hot_lock_run(cluster, service_matches(
+                        n, config.seed + 700, f"bench-hotlock-w{workers}", config.players, config.hot_share,
+                        config.hot_players), timeout, hot, config.hot_lock_seconds)
+                    runs.append(locked)
+                    processed += n
                 out["half_load"] = {"paced_per_s": half["paced_per_s"], "achieved_per_s": half["per_s"],
                                     "latency_publish_to_commit": half["latency_publish_to_commit"],
                                     "latency_publish_to_event": half["latency_publish_to_event"],

@@ -1,0 +1,223 @@
+"""Store: the player row locks of the rating transaction, without head-of-line blocking (issue 15).
+
+A batch must not wait, with its other matches, for one player whose row another transaction holds
+(an operator's session, a frozen worker). :func:`lock_players` locks every row at once when none
+is busy, else waits a bounded time for them in the one global order, then takes the free rows and
+reports the ones it could not lock; :func:`deferred_matches` then
+picks the matches of the batch that must wait for a later transaction: those of a blocked player,
+and every later match of a player of a deferred match (per-player queue order within the batch).
+:func:`record_lock_waits` keeps the waits per player for ``ratings doctor`` and the metrics.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import psycopg
+import psycopg.errors
+
+Key = tuple[str, str]
+"""A player row's key: (ladder, player_id)."""
+
+_SELECT = """
+    SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
+           p.rebuild_events
+      FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
+     ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
+       FOR UPDATE OF p"""
+
+
+REMEMBER_BLOCKED_SECONDS = 10.0
+"""How long this process remembers a row it could not lock in time. While a busy row of a batch is
+remembered, the batch waits at most :data:`REMEMBERED_WAIT_MS` for its rows instead of the whole
+``wait_ms``: a row held for minutes costs one full wait per process, not one per batch. A row
+locked again is forgotten at once."""
+
+REMEMBERED_WAIT_MS = 50
+"""The wait of a batch whose busy rows include a remembered one, in milliseconds (enough for a
+row another worker's batch holds for its few milliseconds)."""
+
+_blocked_until: dict[Key, float] = {}
+"""Rows this process found held past the wait: key -> ``time.monotonic()`` it stops remembering."""
+
+
+def forget_blocked() -> None:
+    """Forget every row this process remembers as blocked (tests; a new process starts empty)."""
+    _blocked_until.clear()
+
+
+class _Busy(Exception):
+    """Some rows were busy: undo the locks the first pass took (roll back to its savepoint)."""
+
+
+@dataclass(slots=True)
+class PlayerLocks:
+    """What :func:`lock_players` got: the locked player ``rows`` (the ``players`` columns the rating
+    transaction reads), the keys it could not lock (``blocked``), the seconds waited for the rows
+    that were busy at first (``waits``, blocked ones included) and the total seconds spent locking
+    (``seconds``)."""
+
+    rows: list[tuple] = field(default_factory=list)
+    blocked: set[Key] = field(default_factory=set)
+    waits: dict[Key, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _set_lock_timeout(cur: psycopg.Cursor, ms: int) -> None:
+    cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(ms))}ms",))
+
+
+def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_timeout_ms: int) -> PlayerLocks:
+    """Lock the ``players`` rows of ``keys`` (sorted (ladder, player_id), code point order as
+    ``COLLATE "C"``; the rows exist) ``FOR UPDATE`` inside the caller's transaction, waiting at most
+    ``wait_ms`` milliseconds for rows other transactions hold.
+
+    1. In a savepoint, one statement locks every free row (``SKIP LOCKED``): when none is busy
+       (the common case) that is all, no wait.
+    2. Else the savepoint is rolled back (its locks released) and every row is locked in the one
+       global order with ``lock_timeout`` = ``wait_ms`` (:data:`REMEMBERED_WAIT_MS` when a busy row
+       is one this process found held within :data:`REMEMBER_BLOCKED_SECONDS`), in a savepoint:
+       transactions that wait, wait in one order, so they never deadlock; a row released meanwhile
+       (another worker's short transaction) is simply waited for.
+    3. Past that wait (``LockNotAvailable``; ``DeadlockDetected`` with a session outside the
+       service), the free rows are locked without waiting (``SKIP LOCKED``) and the rows still busy
+       are *blocked* (and remembered): the caller defers their matches. Nothing waits after this
+       step, so rows taken out of order here cannot close a cycle.
+
+    ``lock_timeout`` is set back to ``lock_timeout_ms`` (``SET LOCAL``: nothing outlives the
+    transaction). Raises other ``psycopg.Error`` as they come.
+    """
+    result = PlayerLocks()
+    if not keys:
+        return result
+    started = time.perf_counter()
+    conn = cur.connection
+    args = ([k[0] for k in keys], [k[1] for k in keys])
+    got: set[Key] = set()
+    try:
+        with conn.transaction():
+            result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
+            got = {(r[0], r[1]) for r in result.rows}
+            if len(got) < len(keys):
+                raise _Busy
+    except _Busy:
+        pass
+    else:
+        _forget(keys)
+        result.seconds = time.perf_counter() - started
+        return result
+    busy = [k for k in keys if k not in got]
+    now = time.monotonic()
+    remembered = any(_blocked_until.get(k, 0.0) > now for k in busy)
+    waited_from = time.perf_counter()
+    try:
+        with conn.transaction():
+            _set_lock_timeout(cur, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms)
+            result.rows = cur.execute(_SELECT, args).fetchall()
+    except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+        waited = time.perf_counter() - waited_from
+        result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
+        got = {(r[0], r[1]) for r in result.rows}
+        result.blocked = {k for k in keys if k not in got}
+        until = time.monotonic() + REMEMBER_BLOCKED_SECONDS
+        for key in result.blocked:
+            _blocked_until[key] = until
+        _forget(got)
+        result.waits = {k: waited for k in busy}
+    else:
+        waited = time.perf_counter() - waited_from
+        _forget(keys)
+        result.waits = {k: waited for k in busy}
+    _set_lock_timeout(cur, lock_timeout_ms)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _forget(keys: Iterable[Key]) -> None:
+    if _blocked_until:
+        for key in keys:
+            _blocked_until.pop(key, None)
+
+
+def deferred_matches(players_of: Sequence[Iterable[Key]], blocked: set[Key]) -> list[int]:
+    """Indices (queue order) of the matches to defer, given each match's player keys and the
+    ``blocked`` keys: a match with a blocked player, and every later match sharing a player with
+    a deferred match, so each player's matches of the batch are applied in queue order."""
+    tainted = set(blocked)
+    deferred: list[int] = []
+    for n, keys in enumerate(players_of):
+        keys = set(keys)
+        if keys & tainted:
+            tainted |= keys
+            deferred.append(n)
+    return deferred
+
+
+def record_lock_waits(cur: psycopg.Cursor, waits: dict[Key, float], deferred_by: dict[Key, int]) -> None:
+    """Append one ``player_lock_waits`` row per player row the transaction found busy: the
+    milliseconds waited and how many matches it deferred for it (``deferred_by``). Append-only
+    (never waits on another writer); about one call in 100 also deletes up to 1,000 rows older
+    than a day, skipping rows another transaction holds (never waits either)."""
+    if not waits:
+        return
+    keys = sorted(waits)
+    cur.execute(
+        """INSERT INTO player_lock_waits (ladder, player_id, waited_ms, deferred_matches)
+           SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[], %b::int[])""",
+        ([k[0] for k in keys], [k[1] for k in keys], [waits[k] * 1000.0 for k in keys],
+         [deferred_by.get(k, 0) for k in keys]),
+    )
+    if random.random() < 0.01:  # noqa: S311 - not security: spreads the pruning over transactions
+        cur.execute("""DELETE FROM player_lock_waits WHERE id IN (
+                           SELECT id FROM player_lock_waits WHERE at < now() - interval '1 day'
+                            LIMIT 1000 FOR UPDATE SKIP LOCKED)""")
+
+
+@dataclass(frozen=True, slots=True)
+class HotPlayer:
+    """A player whose row rating transactions found locked within a window: ``waits`` (rows),
+    ``waited_seconds`` in all, ``deferred_matches`` in all, the ``last`` time (ISO 8601, UTC)."""
+
+    ladder: str
+    player_id: str
+    waits: int
+    waited_seconds: float
+    deferred_matches: int
+    last: str
+
+
+def hottest_lock_waits(conn: psycopg.Connection, window_seconds: float, limit: int = 5) -> list[HotPlayer]:
+    """The ``limit`` players with the most matches deferred (then the longest waits) in the last
+    ``window_seconds``, from ``player_lock_waits``."""
+    rows = conn.execute(
+        """SELECT ladder, player_id, count(*), sum(waited_ms) / 1000.0, sum(deferred_matches), max(at)
+             FROM player_lock_waits WHERE at > now() - make_interval(secs => %s)
+            GROUP BY ladder, player_id
+            ORDER BY sum(deferred_matches) DESC, sum(waited_ms) DESC, ladder, player_id LIMIT %s""",
+        (float(window_seconds), int(limit)),
+    ).fetchall()
+    return [HotPlayer(lad, pid, int(n), float(w), int(d), last.isoformat()) for lad, pid, n, w, d, last in rows]
+
+
+# -- for the benchmark's locked run (worker/devtools/bench/hot_lock.py)
+
+def hold_player_rows(conn: psycopg.Connection, player_id: str) -> int:
+    """Lock every ladder's row of ``player_id`` ``FOR UPDATE`` in ``conn``'s open transaction (not
+    autocommit), as a stuck session would; returns how many rows. Released when it ends."""
+    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM players WHERE player_id = %s FOR UPDATE) AS l",
+                        (player_id,)).fetchone()[0]
+
+
+def applied_with_prefix(conn: psycopg.Connection, prefix: str) -> int:
+    """Matches in the ledger whose id starts with ``prefix``."""
+    return conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (prefix + "%",)).fetchone()[0]
+
+
+def lock_waits_of(conn: psycopg.Connection, player_id: str) -> tuple[int, int]:
+    """(matches deferred, waits) recorded in ``player_lock_waits`` for ``player_id``, every ladder."""
+    row = conn.execute("SELECT coalesce(sum(deferred_matches), 0), count(*) FROM player_lock_waits "
+                       "WHERE player_id = %s", (player_id,)).fetchone()
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
