@@ -160,6 +160,44 @@ def test_a_dead_members_entries_trimmed_from_the_stream_are_taken_over_and_recon
     assert b.report.trimmed == 6 and client.xpending(name, "g")["pending"] == 0
 
 
+class Died(Exception):
+    """The consumer process dies here (the test stops calling it, as SIGKILL would)."""
+
+
+def test_a_member_that_dies_inside_its_reconcile_leaves_it_to_whoever_handles_its_entries(stream):
+    """Entries of p1..p6 are trimmed before the group reads them; the member that notices dies while its
+    reconcile is catching p1 up, holding the new entries pending (only p0's). Restarted with the same
+    name and state, it finds them pending, reconciles first and ends with every player's every sequence:
+    without it, p2..p6 (no later event to reveal a gap) stayed behind with nothing pending (CI, issue 13)."""
+    client, name = stream
+    trimmed = [event(f"p{i}", s, 1500.0 + 10 * i + s) for s in (1, 2) for i in range(1, 7)]
+    later = [event("p0", s, 1400.0 + s) for s in (1, 2, 3)]
+    for e in trimmed + later:
+        add(client, name, e, maxlen=3)
+    assert client.xlen(name) == 3
+    state, handled = MemoryState(), []
+
+    def dies_on_p1(e):
+        if e["player_id"] == "p1":
+            raise Died()
+        handled.append(e)
+
+    first = RatingEventConsumer(client, dies_on_p1, stream=name, group="g", consumer="c", state=state,
+                                backfill=ListBackfill(trimmed + later))
+    with pytest.raises(Died):
+        first.poll(block_ms=0)
+    assert client.xpending(name, "g")["pending"] == 3 and {e["player_id"] for e in handled} <= {"p0"}
+    restarted = RatingEventConsumer(client, handled.append, stream=name, group="g", consumer="c", state=state,
+                                    backfill=ListBackfill(trimmed + later))
+    restarted.run_until_idle()
+    held = {}
+    for e in handled:
+        assert e["sequence"] == held.get(e["player_id"], 0) + 1, f"{e['player_id']}: {e['sequence']} out of order"
+        held[e["player_id"]] = e["sequence"]
+    assert held == {"p0": 3, **{f"p{i}": 2 for i in range(1, 7)}}
+    assert restarted.report.reconciles == 1 and client.xpending(name, "g")["pending"] == 0
+
+
 def test_events_no_longer_kept_are_replaced_by_the_players_snapshot(stream):
     """A gap the backfill cannot fill (the outbox pruned sequences 2-4): the snapshot at sequence 4 is
     applied, then sequence 5 from the stream."""

@@ -8,7 +8,10 @@ Each :meth:`RatingEventConsumer.poll`:
 2. re-reads this member's own pending entries (a restart after a crash, a takeover; after a handler
    failure only the failed entry); entries the stream no longer holds (trimmed by MAXLEN, or XDEL)
    come back without fields: they are acknowledged and the consumer first catches up from the
-   database (a *reconcile*, below);
+   database (a *reconcile*, below). The first pending entries a process finds, and any it took
+   over, also start with a reconcile: the member that read them may have died inside one (a
+   reconcile runs before the entries that revealed a loss are acknowledged, so they stay pending
+   until it completes, and whoever handles them next completes it);
 3. only when nothing is pending, reads new entries; in the same MULTI it reads the group's last
    delivered id and the stream's first entry, so it knows when entries it never received were trimmed
    (reconcile first again);
@@ -110,6 +113,9 @@ class RatingEventConsumer:
         self.parked_stream = f"{stream}:{group}:parked"
         self.report = PollReport()
         self._claim_cursor = "0-0"
+        # True until this process has reconciled once after finding entries pending for it (its own
+        # left by a dead process, or taken over): their reader may have died inside a reconcile.
+        self._inherited_pending = True
         self._failures: dict[str, tuple[int, str]] = {}
         try:
             client.xgroup_create(stream, group, id="0", mkstream=True)
@@ -129,6 +135,8 @@ class RatingEventConsumer:
         reconcile = False
         claimed, deleted = self._autoclaim(count)
         self.report.claimed += len(claimed)
+        if claimed:
+            self._inherited_pending = True
         if deleted:
             self.report.trimmed += len(deleted)
             reconcile = True
@@ -138,6 +146,10 @@ class RatingEventConsumer:
                                          count=1 if self._failures else count)
         entries = [(_text(i), f) for i, f in (pending[0][1] if pending else [])]
         redelivered = bool(entries)
+        if not redelivered:
+            self._inherited_pending = False  # nothing pending for this member: nothing inherited
+        elif self._inherited_pending and not self._failures and self.backfill is not None:
+            reconcile = True
         if not entries:
             entries, trimmed_before = self._read_new(count)
             reconcile = reconcile or trimmed_before
@@ -153,6 +165,7 @@ class RatingEventConsumer:
         if reconcile or gone:
             # Catch up with the database first: the entries below then mostly turn out to be duplicates.
             self.reconcile()
+            self._inherited_pending = False
         for index, (entry_id, fields) in enumerate(entries):
             if redelivered and index == 0 and self._poisoned(entry_id):
                 self._park(entry_id, fields)
