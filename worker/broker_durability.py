@@ -72,9 +72,9 @@ def refuse_evicting_broker(broker_url: str) -> None:
     """Raise :class:`EvictingBroker` when the Redis at ``broker_url`` may evict the queue (the
     producer's start-up check); a Redis that refuses ``CONFIG`` passes. Raises
     ``redis.ConnectionError`` when it cannot be reached."""
-    import redis
+    from worker.redis_url import redis_client
 
-    client = redis.Redis.from_url(broker_url, socket_connect_timeout=5, socket_timeout=5)
+    client = redis_client(broker_url, socket_connect_timeout=5, socket_timeout=5)
     try:
         state = broker_durability(client)
     finally:

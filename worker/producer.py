@@ -66,9 +66,89 @@ class BrokerUnavailable(OperationalError):
         self.task_id = task_id
 
 
-def producer_app(broker_url: str, check_broker: bool = True) -> Celery:
+class ReplicasNotAcknowledged(BrokerUnavailable):
+    """``wait_replicas`` was asked and fewer replicas acknowledged the publish within
+    ``wait_timeout_ms`` (Redis ``WAIT``): the primary has the message, but a failover now could
+    lose it. Reason code ``replicas_not_acknowledged``.
+
+    What to do: as for :class:`BrokerUnavailable`, keep the match and publish it again later
+    (a repeat is applied once). When it keeps happening, a replica is down or lagging: check
+    ``INFO replication`` on the primary. ``acknowledged``/``required``: replicas that did / were asked to.
+    """
+
+    reason = "replicas_not_acknowledged"
+
+    def __init__(self, message: str, task_id: str, acknowledged: int, required: int):
+        super().__init__(message, task_id)
+        self.acknowledged, self.required = acknowledged, required
+
+
+class _WaitForReplicas:
+    """A kombu Redis channel whose publish (``LPUSH``) is followed, on the same connection and in
+    the same round trip, by ``WAIT wait_replicas wait_timeout_ms``; raises
+    :class:`ReplicasNotAcknowledged` when fewer replicas acknowledged in time.
+
+    Redis documents what it gives (https://redis.io/docs/latest/commands/wait/): the write reached
+    that many replicas' memory; it does not make Redis strongly consistent: a replica that had it
+    can still lose it (restarted without persistence), and Sentinel may promote a replica that did
+    not get it. With ``wait_replicas`` = the number of replicas, a promoted replica has every
+    acknowledged publish unless it lost it itself.
+    """
+
+    wait_replicas = 0
+    wait_timeout_ms = 1000
+
+    def _put(self, queue, message, **kwargs):
+        if not self.wait_replicas or kwargs.get("_publish_batch") is not None:
+            return super()._put(queue, message, **kwargs)  # type: ignore[misc]
+        from kombu.utils.json import dumps
+
+        key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))  # type: ignore[attr-defined]
+        with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:  # type: ignore[attr-defined]
+            pipe.lpush(key, dumps(message))
+            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+            acknowledged = int(pipe.execute()[-1])
+        if acknowledged < self.wait_replicas:
+            raise ReplicasNotAcknowledged(
+                f"{acknowledged} of {self.wait_replicas} replica(s) acknowledged the publish within "
+                f"{self.wait_timeout_ms} ms (replicas_not_acknowledged): the primary has it, a failover "
+                "could lose it; keep the match and publish it again later, and check the replicas "
+                "(INFO replication)", "", acknowledged, self.wait_replicas)
+
+
+def _waiting_transport(base_transport: Any) -> type:
+    base = base_transport.Channel
+    channel = type(f"Waiting{base.__name__}", (_WaitForReplicas, base), {
+        "from_transport_options": base.from_transport_options + ("wait_replicas", "wait_timeout_ms"),
+    })
+    return type(f"Waiting{base_transport.__name__}", (base_transport,), {"Channel": channel})
+
+
+def __getattr__(name: str) -> type:
+    """``WaitingTransport`` and ``WaitingSentinelTransport``: kombu's Redis transports with
+    :class:`_WaitForReplicas` (made on first use, so importing this module needs no redis)."""
+    from kombu.transport import redis as kombu_redis
+
+    bases = {"WaitingTransport": kombu_redis.Transport, "WaitingSentinelTransport": kombu_redis.SentinelTransport}
+    if name not in bases:
+        raise AttributeError(name)
+    made = _waiting_transport(bases[name])
+    globals()[name] = made
+    return made
+
+
+def producer_app(broker_url: str, check_broker: bool = True, wait_replicas: int = 0,
+                 wait_timeout_ms: int = 1000) -> Celery:
     """A Celery app that can only send: JSON serializer, no result backend, short socket timeouts
     (:data:`BROKER_SOCKET_TIMEOUTS`).
+
+    ``broker_url``: ``redis://``, ``rediss://``, ``unix://``, or ``sentinel://...?master_name=NAME``
+    (:mod:`worker.redis_url`: the publish goes to the primary the Sentinels name, and follows a failover).
+
+    ``wait_replicas`` (0: off): after each publish, wait until that many replicas acknowledged it,
+    at most ``wait_timeout_ms`` milliseconds (Redis ``WAIT`` on the connection that wrote, in the
+    same round trip), else raise :class:`ReplicasNotAcknowledged` from the publish. The strongest
+    durability a Redis producer can ask for (see :class:`_WaitForReplicas` for what it does not give).
 
     ``check_broker``: first refuse a Redis that may evict the queue (``maxmemory-policy``
     ``allkeys-*``): raises :class:`worker.broker_durability.EvictingBroker`. A Redis that cannot be
@@ -76,7 +156,7 @@ def producer_app(broker_url: str, check_broker: bool = True) -> Celery:
     is skipped with a warning, and :func:`publish_match` retries, then raises
     :class:`BrokerUnavailable`.
     """
-    if check_broker and broker_url.startswith(("redis://", "rediss://", "unix://")):
+    if check_broker and broker_url.startswith(("redis://", "rediss://", "unix://", "sentinel://")):
         import redis
 
         from worker.broker_durability import refuse_evicting_broker
@@ -86,9 +166,22 @@ def producer_app(broker_url: str, check_broker: bool = True) -> Celery:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             logging.getLogger(__name__).warning(
                 "broker not reachable (%s): its eviction policy was not checked", type(exc).__name__)
+    options: dict[str, Any] = dict(BROKER_SOCKET_TIMEOUTS)
+    sentinel = broker_url.startswith("sentinel://")
+    if sentinel:
+        from worker.redis_url import kombu_url, parse_sentinel_url
+
+        options["master_name"] = parse_sentinel_url(broker_url).master_name
+        broker_url = kombu_url(broker_url)
     app = Celery("ratings-producer", broker=broker_url)
     app.conf.update(task_serializer="json", accept_content=["json"], task_ignore_result=True,
-                    broker_transport_options=dict(BROKER_SOCKET_TIMEOUTS), broker_connection_retry=False)
+                    broker_transport_options=options, broker_connection_retry=False)
+    if wait_replicas:
+        from worker.redis_url import keep_rediss_default
+
+        options.update(wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
+        app.conf.broker_transport = f"worker.producer:Waiting{'Sentinel' if sentinel else ''}Transport"
+        keep_rediss_default(app, broker_url)
     return app
 
 
@@ -201,6 +294,9 @@ def publish_body(app: Celery, argument: bytes, queue: str = DEFAULT_QUEUE, produ
                 correlation_id=task_id, reply_to="", delivery_mode=2, retry=True,
                 retry_policy=PUBLISH_RETRY_POLICY, **options,
             )
+    except ReplicasNotAcknowledged as exc:
+        raise ReplicasNotAcknowledged(f"match message {task_id}: {exc}", task_id, exc.acknowledged,
+                                      exc.required) from exc
     except (OperationalError, *_connection_errors(app)) as exc:  # type: ignore[misc]  # a tuple of exception types
         raise BrokerUnavailable(
             f"the broker did not take match message {task_id} after {PUBLISH_RETRY_POLICY['max_retries'] + 1} "
@@ -226,6 +322,7 @@ def publish_match(app: Celery, match: MatchFinished | Mapping[str, Any] | str | 
 
 
 __all__ = [
-    "BrokerUnavailable", "DEFAULT_QUEUE", "InvalidMessage", "PUBLISH_RETRY_POLICY", "TASK_NAME", "match_json",
-    "producer_app", "publish_body", "publish_match", "task_body", "task_headers", "to_json_value",
+    "BrokerUnavailable", "DEFAULT_QUEUE", "InvalidMessage", "PUBLISH_RETRY_POLICY", "ReplicasNotAcknowledged",
+    "TASK_NAME", "match_json", "producer_app", "publish_body", "publish_match", "task_body", "task_headers",
+    "to_json_value",
 ]

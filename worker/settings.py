@@ -188,9 +188,13 @@ class Settings(BaseSettings):
     @field_validator("broker_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
-        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+        if value and not value.startswith(("redis://", "rediss://", "unix://", "sentinel://")):
             raise ValueError(f"RATINGS_BROKER_URL={_scheme_only(value)} must be a Redis URL "
-                             "(redis://host:6379/0, rediss:// for TLS)")
+                             "(redis://host:6379/0, rediss:// for TLS, sentinel://host:26379?master_name=NAME)")
+        if value and value.startswith("sentinel://"):
+            from worker.redis_url import parse_sentinel_url
+
+            parse_sentinel_url(value)  # raises InvalidSentinelUrl (a ValueError) with what to add
         return value
 
     @model_validator(mode="after")

@@ -22,7 +22,6 @@ from urllib.parse import urlsplit, urlunsplit
 import psutil
 import psycopg
 import pytest
-import redis
 
 from worker import store as repository
 from worker.devtools.embedded import EmbeddedServers
@@ -31,6 +30,7 @@ from worker.devtools.runtime import ServiceProcesses
 from worker.ops.verify import verify_ladder
 from worker.policy.ladders import load_ladders
 from worker.producer import producer_app, publish_match
+from worker.redis_url import redis_client
 from worker.settings import DEFAULT_LADDERS_FILE
 from worker.store.migrate import migrate
 
@@ -90,7 +90,7 @@ class Cluster:
         self.env = env
         self.log_dir = tmp / "logs"
         self.procs = ServiceProcesses(env, self.log_dir)
-        self.redis = redis.Redis.from_url(broker_url, decode_responses=True)
+        self.redis = redis_client(broker_url, decode_responses=True)
         self.published = 0
         self.figures: dict = {"scenario": name}
 
@@ -173,7 +173,7 @@ class Cluster:
                 "unacked_task_ids": [u[0]["headers"].get("id") for u in mine][:5]}
 
     # -- invariants
-    def check_invariants(self, stream_timeout: float = 60.0) -> dict:
+    def check_invariants(self, stream_timeout: float = 60.0, stream_may_lose: bool = False) -> dict:
         """Assert DESIGN.md's invariants; return the scenario's figures.
 
         1/3: published = applied + duplicates + dead letters, each message once;
@@ -181,6 +181,9 @@ class Cluster:
         4: one outbox row and one stream event id per rating change a match made (and per
            ``rebuild`` event), duplicates on the stream only with the same event id and payload,
            per-player sequences 1, 2, 3, ... in the current history and on the stream.
+        ``stream_may_lose``: a broker failover may lose stream entries the relay wrote (Redis
+        replication is asynchronous): every entry must still be an event of the history, and the
+        missing ones are counted (``stream_events_missing``) instead of failing the check.
         """
         policies = load_ladders(DEFAULT_LADDERS_FILE)
         with psycopg.connect(self.database_url, autocommit=True) as conn:
@@ -211,7 +214,11 @@ class Cluster:
         per_event = defaultdict(set)
         for _, fields in entries:
             per_event[fields["event_id"]].add(fields["payload"])
-        assert set(per_event) == set(events), "stream event ids differ from the rating history"
+        if stream_may_lose:
+            assert set(per_event) <= set(events), "stream event ids that are not in the rating history"
+            self.figures["stream_events_missing"] = len(set(events) - set(per_event))
+        else:
+            assert set(per_event) == set(events), "stream event ids differ from the rating history"
         assert all(len(payloads) == 1 for payloads in per_event.values()), "one event id with two payloads"
         by_player = defaultdict(list)
         for ladder, player, seq in current:
@@ -223,7 +230,7 @@ class Cluster:
             event = json.loads(next(iter(payloads)))
             stream_seqs[(event["ladder"], event["player_id"])].add(event["sequence"])
         for key, seqs in stream_seqs.items():
-            assert sorted(seqs) == list(range(1, len(seqs) + 1)), f"stream sequence gap for {key}"
+            assert stream_may_lose or sorted(seqs) == list(range(1, len(seqs) + 1)), f"stream sequence gap for {key}"
         self.figures.update(
             published=self.published, applied=c.applied, duplicates=c.duplicates, dead_letters=c.dead_letters,
             redeliveries=int(redeliveries), events=len(events), stream_entries=len(entries),
@@ -267,8 +274,11 @@ def cluster_factory(servers, pgbouncer, tmp_path, batch_size) -> Iterator:
     """
     made: list[Cluster] = []
 
-    def make(name: str, overrides: dict[str, str] | None = None, own_postgres: bool = False, own_redis: bool = False) -> Cluster:
-        admin_url, broker_url = servers
+    def make(name: str, overrides: dict[str, str] | None = None, own_postgres: bool = False, own_redis: bool = False,
+             broker_url: str | None = None) -> Cluster:
+        """``broker_url``: a broker of the test's own (a replicated Redis) instead of the run's."""
+        admin_url, run_broker_url = servers
+        broker_url = broker_url or run_broker_url
         own = None
         if own_postgres or own_redis:
             own = EmbeddedServers.start(tmp_path / "own", postgres=own_postgres, redis_server=own_redis,

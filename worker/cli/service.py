@@ -101,8 +101,9 @@ def _warn_broker_durability() -> None:
     import redis
 
     from worker.broker_durability import broker_durability
+    from worker.redis_url import redis_client
 
-    client = redis.Redis.from_url(require_broker_url(), socket_connect_timeout=5, socket_timeout=5)
+    client = redis_client(require_broker_url(), socket_connect_timeout=5, socket_timeout=5)
     try:
         problems = broker_durability(client).problems()
     except redis.RedisError:

@@ -12,6 +12,7 @@ from worker import store as repository
 from worker.broker_durability import broker_durability
 from worker.consumer.lag import consumer_lag
 from worker.ops.verify import verify_ladder
+from worker.redis_url import redis_client
 from worker.service.transport import queue_keys
 from worker.settings import Settings
 from worker.store.connection import Connection, DatabaseError, connect
@@ -115,7 +116,7 @@ def _broker_findings(settings: Settings, max_queue_depth: int | None) -> list[Fi
     """Broker reachable, its eviction policy and persistence, the queue depth."""
     findings: list[Finding] = []
     try:
-        client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=5)
+        client = redis_client(settings.broker_url, socket_connect_timeout=5)
         queued, reserved = queue_depth(client, settings.queue)
         durability = broker_durability(client)
     except redis.RedisError as exc:

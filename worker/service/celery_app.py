@@ -27,11 +27,11 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
 
 from __future__ import annotations
 
-from ssl import CERT_NONE
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from celery import Celery
 
+from worker.redis_url import is_sentinel, keep_rediss_default, kombu_url, parse_sentinel_url
 from worker.service import decoding
 from worker.settings import Settings
 
@@ -70,11 +70,20 @@ def configure(app: Celery, settings: Settings) -> Celery:
 
 def use_safe_redis_transport(app: Celery, settings: Settings) -> None:
     """Route a ``redis://``/``rediss://`` broker through :mod:`worker.service.transport` (the URL stays
-    a plain Redis URL); other brokers keep kombu's transport."""
+    a plain Redis URL), a ``sentinel://`` one through its Sentinel variant (the primary's name from
+    the URL's ``master_name``, :mod:`worker.redis_url`); other brokers keep kombu's transport."""
+    if is_sentinel(settings.broker_url):
+        # sentinel://...?master_name=NAME: the same transport on the primary the Sentinels name
+        app.conf.broker_url = kombu_url(settings.broker_url or "")
+        app.conf.broker_transport = "worker.service.transport:SentinelTransport"
+        app.conf.broker_transport_options = {
+            **app.conf.broker_transport_options,
+            "master_name": parse_sentinel_url(settings.broker_url or "").master_name,
+        }
+        return
     url = urlsplit(settings.broker_url or "")
     if url.scheme in ("redis", "rediss"):
         # An explicit transport replaces the one the URL scheme names, and with it kombu's
         # "rediss:// without ssl_* parameters" default, which is restored here as kombu has it.
         app.conf.broker_transport = "worker.service.transport:Transport"
-        if url.scheme == "rediss" and not any(k.startswith("ssl_") for k in parse_qs(url.query)):
-            app.conf.broker_use_ssl = {"ssl_cert_reqs": CERT_NONE}
+        keep_rediss_default(app, settings.broker_url or "")

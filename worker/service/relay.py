@@ -23,6 +23,7 @@ import redis
 import stamina
 
 from worker import store as repository
+from worker.redis_url import redis_client
 from worker.service import observability
 from worker.service.environment import Backoff
 from worker.service.faults import FaultInjector
@@ -66,7 +67,7 @@ def serve_relay_http(settings: Settings, policies: dict) -> observability.Heartb
     ``relay_max_lag`` seconds.
     """
     heartbeat = observability.Heartbeat(max_age=3 * settings.relay_idle_wait + 30)
-    client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
+    client = redis_client(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
     collector = observability.DatabaseCollector(
         settings.database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()},
         settings.queue,
@@ -95,7 +96,7 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
     Transient PostgreSQL and Redis errors are retried with jittered backoff, reconnecting.
     """
     stop = stop or threading.Event()
-    client = redis.Redis.from_url(settings.broker_url)
+    client = redis_client(settings.broker_url)
     backoff = Backoff()
     while not stop.is_set():
         try:

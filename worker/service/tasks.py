@@ -88,12 +88,13 @@ def _structured_logging(loglevel=None, **_: object) -> None:
 
 def _serve_health_and_metrics(sender=None, **_: object) -> None:
     """In the worker's main process: /metrics, /healthz and /readyz on ``metrics_port``."""
-    import redis
     from celery import bootsteps
+
+    from worker.redis_url import redis_client
 
     consumer = sender
     settings = _current_settings()
-    client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
+    client = redis_client(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
 
     def consuming() -> tuple[bool, dict]:
         running = consumer is not None and consumer.blueprint.state == bootsteps.RUN and consumer.connection is not None

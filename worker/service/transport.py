@@ -504,3 +504,23 @@ class Transport(kombu_redis.Transport):
     """kombu's Redis transport with :class:`Channel` (select it with ``broker_transport``)."""
 
     Channel = Channel
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """:class:`Channel` on a primary found through Redis Sentinel (kombu's ``SentinelChannel``
+    gives the connection pool, this module everything else).
+
+    The pop guarantees are the same as on one server: every step is atomic on the primary it runs
+    on, and a message is in Redis at every instant. What a failover adds is Redis replication's, not
+    this transport's: the primary acknowledges a write before its replicas have it, so a promoted
+    replica misses the primary's last writes (a message pushed, a move into an in-flight list, an
+    ``unacked`` record or an acknowledgement). A lost push is a lost message (the producer's
+    ``wait_replicas`` narrows that window); a lost move, record or ack is a redelivery, which the
+    ledger turns into a counted duplicate.
+    """
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with :class:`SentinelChannel` (``sentinel://`` broker URLs)."""
+
+    Channel = SentinelChannel

@@ -1,0 +1,145 @@
+"""A replicated Redis watched by Redis Sentinel on spare loopback ports, for fault tests and the bench.
+
+One primary, ``replicas`` replicas and ``sentinels`` Sentinels (Debian's ``redis-server`` and
+``redis-sentinel``), each a real process with its files under one folder; append-only with the
+given ``appendfsync`` on every data node, as the README recommends for production. Tests only.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from worker.devtools.runtime import _free_port
+
+MASTER_NAME = "ratings"
+
+
+def sentinel_binary() -> str | None:
+    """Path of ``redis-sentinel`` (Debian's package of that name), or None."""
+    return shutil.which("redis-sentinel")
+
+
+@dataclass
+class ReplicatedRedis:
+    """A running primary, its replicas and Sentinels (see the module doc)."""
+
+    state_dir: Path
+    data_ports: list[int] = field(default_factory=list)
+    sentinel_ports: list[int] = field(default_factory=list)
+    procs: dict[int, subprocess.Popen] = field(default_factory=dict, repr=False)
+    primary_port: int = 0
+
+    @classmethod
+    def start(cls, state_dir: Path, replicas: int = 2, sentinels: int = 3, appendfsync: str = "everysec",
+              down_after_ms: int = 1000) -> ReplicatedRedis:
+        """Start the data nodes (the first one primary), wait until every replica is in sync, then the
+        Sentinels (quorum: a majority) and wait until each knows every replica.
+
+        ``down_after_ms``: Sentinel's ``down-after-milliseconds`` (how long the primary must be
+        silent before a failover starts). Raises ``RuntimeError`` when a binary is missing or the
+        set does not come up within 30 s.
+        """
+        if sentinel_binary() is None or shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server and redis-sentinel are needed (Debian: apt-get install -y redis-sentinel)")
+        self = cls(Path(state_dir).resolve())
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.data_ports = [_free_port() for _ in range(1 + replicas)]
+        self.primary_port = self.data_ports[0]
+        for i, port in enumerate(self.data_ports):
+            folder = self.state_dir / f"redis-{port}"
+            folder.mkdir(exist_ok=True)
+            args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+                    "--appendonly", "yes", "--appendfsync", appendfsync, "--save", "",
+                    "--logfile", str(folder / "redis.log")]
+            if i:
+                args += ["--replicaof", "127.0.0.1", str(self.primary_port)]
+            self.procs[port] = subprocess.Popen(args)
+        self._wait(lambda: self.client(self.primary_port).info("replication")["connected_slaves"] == replicas
+                   and all(self.client(p).info("replication").get("master_link_status") == "up"
+                           for p in self.data_ports[1:]), "replicas in sync")
+        quorum = sentinels // 2 + 1
+        for _ in range(sentinels):
+            port = _free_port()
+            conf = self.state_dir / f"sentinel-{port}.conf"  # Sentinel rewrites its file: one each
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.state_dir}\nlogfile {self.state_dir / f'sentinel-{port}.log'}\n"
+                f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.primary_port} {quorum}\n"
+                f"sentinel down-after-milliseconds {MASTER_NAME} {down_after_ms}\n"
+                f"sentinel failover-timeout {MASTER_NAME} 10000\n"
+                f"sentinel parallel-syncs {MASTER_NAME} {max(1, replicas)}\n")
+            self.procs[port] = subprocess.Popen([sentinel_binary() or "redis-sentinel", str(conf)])
+            self.sentinel_ports.append(port)
+        self._wait(lambda: all(len(self.client(p).sentinel_slaves(MASTER_NAME)) == replicas
+                               and self.client(p).sentinel_master(MASTER_NAME)["num-other-sentinels"] == sentinels - 1
+                               for p in self.sentinel_ports), "Sentinels see every replica and each other")
+        return self
+
+    @staticmethod
+    def client(port: int) -> redis.Redis:
+        """A client of the node on ``port`` (strings decoded)."""
+        return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=2, socket_timeout=5,
+                           decode_responses=True)
+
+    @staticmethod
+    def _wait(ready, what: str, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if ready():
+                    return
+            except (redis.RedisError, ValueError, IndexError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replicated Redis: {what} not reached within {timeout:.0f} s")
+            time.sleep(0.1)
+
+    def url(self, db: int = 0) -> str:
+        """The ``sentinel://`` broker URL of this set (:mod:`worker.redis_url`)."""
+        first, *rest = self.sentinel_ports
+        return ";".join([f"sentinel://127.0.0.1:{first}/{db}?master_name={MASTER_NAME}"]
+                        + [f"sentinel://127.0.0.1:{p}" for p in rest])
+
+    def primary_url(self, db: int = 0) -> str:
+        """A plain ``redis://`` URL of the current primary (no failover)."""
+        return f"redis://127.0.0.1:{self.primary_port}/{db}"
+
+    def kill_primary(self) -> int:
+        """SIGKILL the primary (no shutdown, no flush of its append-only file); return its port."""
+        port = self.primary_port
+        self.procs[port].send_signal(signal.SIGKILL)
+        self.procs[port].wait()
+        return port
+
+    def wait_failover(self, timeout: float = 30.0) -> float:
+        """Wait until every Sentinel names a new, answering primary that has a replica in sync;
+        return the seconds waited."""
+        old, start = self.primary_port, time.monotonic()
+
+        def promoted() -> bool:
+            named = {int(self.client(p).sentinel_get_master_addr_by_name(MASTER_NAME)[1])
+                     for p in self.sentinel_ports}
+            if len(named) != 1 or old in named:
+                return False
+            port = named.pop()
+            info = self.client(port).info("replication")
+            if info["role"] != "master" or info["connected_slaves"] < 1:
+                return False
+            self.primary_port = port
+            return True
+
+        self._wait(promoted, "failover", timeout)
+        return time.monotonic() - start
+
+    def stop(self) -> None:
+        """Stop every process (SIGKILL: the files are thrown away)."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

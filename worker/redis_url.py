@@ -1,0 +1,116 @@
+"""Redis clients from a broker URL, plain or through Redis Sentinel.
+
+A plain URL (``redis://``, ``rediss://``, ``unix://``) names one server. A Sentinel URL names the
+Sentinels of a replicated Redis and the name of its primary, in kombu's form with the primary's
+name as a query parameter::
+
+    sentinel://[:password@]host1:26379/0?master_name=ratings;sentinel://host2:26379;sentinel://host3:26379
+
+Each ``;``-separated part is one Sentinel; ``master_name`` (required) and the database number and
+password (those of the primary) may be given on any part, first one found wins. Every client made
+here asks the Sentinels for the current primary when it connects, so workers, the relay, the
+producer and the operator commands follow a failover (redis-py's ``SentinelConnectionPool``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+SENTINEL_SCHEME = "sentinel"
+
+
+class InvalidSentinelUrl(ValueError):
+    """A ``sentinel://`` broker URL without ``master_name`` or without a Sentinel address
+    (reason code ``invalid_sentinel_url``)."""
+
+    reason = "invalid_sentinel_url"
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelUrl:
+    """The parts of a Sentinel broker URL: Sentinel addresses ``(host, port)``, the primary's
+    name, its database number and password (``None``: none)."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master_name: str
+    db: int
+    password: str | None
+
+
+def is_sentinel(url: str | None) -> bool:
+    """True when ``url`` is a ``sentinel://`` broker URL."""
+    return bool(url) and urlsplit(str(url).split(";", 1)[0]).scheme == SENTINEL_SCHEME
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl:
+    """Split a ``sentinel://...;sentinel://...`` URL (see the module doc).
+
+    Raises :class:`InvalidSentinelUrl` when no part names a host or none gives ``master_name``.
+    Sentinels without a port use 26379.
+    """
+    sentinels: list[tuple[str, int]] = []
+    master_name: str | None = None
+    db: int | None = None
+    password: str | None = None
+    for part in filter(None, (p.strip() for p in url.split(";"))):
+        split = urlsplit(part)
+        if split.scheme != SENTINEL_SCHEME or not split.hostname:
+            raise InvalidSentinelUrl(f"{split.scheme or part[:12]!r}: every part of a Sentinel URL is "
+                                     "sentinel://host:port (invalid_sentinel_url)")
+        sentinels.append((split.hostname, split.port or 26379))
+        query = parse_qs(split.query)
+        master_name = master_name or next(iter(query.get("master_name", [])), None)
+        if db is None and split.path.strip("/"):
+            db = int(split.path.strip("/"))
+        if password is None and split.password:
+            password = unquote(split.password)
+    if not sentinels or not master_name:
+        raise InvalidSentinelUrl("a Sentinel broker URL names the primary: add ?master_name=NAME "
+                                 "(the name in the Sentinels' 'sentinel monitor' line) (invalid_sentinel_url)")
+    return SentinelUrl(tuple(sentinels), master_name, db or 0, password)
+
+
+def kombu_url(url: str) -> str:
+    """``url`` as kombu takes it: a Sentinel URL without its ``master_name`` parameters (kombu
+    passes URL query parameters to its connection, which refuses that one; the name goes in the
+    transport options instead). Other URLs unchanged."""
+    if not is_sentinel(url):
+        return url
+    parts = []
+    for part in url.split(";"):
+        split = urlsplit(part.strip())
+        query = "&".join(q for q in split.query.split("&") if q and not q.startswith("master_name="))
+        parts.append(split._replace(query=query).geturl())
+    return ";".join(parts)
+
+
+def redis_client(url: str, **kwargs: Any):
+    """A ``redis.Redis`` for the broker at ``url``; ``kwargs`` go to the client (socket timeouts,
+    ``decode_responses``).
+
+    A Sentinel URL gives a client of the current primary (``Sentinel.master_for``): each new
+    connection asks the Sentinels, so the client follows a failover. Raises
+    :class:`InvalidSentinelUrl` for a malformed Sentinel URL.
+    """
+    import redis
+    from redis.sentinel import Sentinel
+
+    if not is_sentinel(url):
+        return redis.Redis.from_url(url, **kwargs)
+    parts = parse_sentinel_url(url)
+    sentinel_kwargs = {k: v for k, v in kwargs.items() if k.startswith("socket_")}
+    sentinel = Sentinel(list(parts.sentinels), sentinel_kwargs=sentinel_kwargs)
+    return sentinel.master_for(parts.master_name, db=parts.db, password=parts.password, **kwargs)
+
+
+def keep_rediss_default(app, broker_url: str) -> None:
+    """After ``app.conf.broker_transport`` was set explicitly: restore kombu's default for a
+    ``rediss://`` URL without ``ssl_*`` parameters (no certificate check), which an explicit
+    transport replaces (kombu applies it only for the transport the URL scheme names)."""
+    from ssl import CERT_NONE
+
+    url = urlsplit(broker_url)
+    if url.scheme == "rediss" and not any(k.startswith("ssl_") for k in parse_qs(url.query)):
+        app.conf.broker_use_ssl = {"ssl_cert_reqs": CERT_NONE}
