@@ -69,7 +69,8 @@ class ReplicatedRedis:
             port = _free_port()
             conf = self.state_dir / f"sentinel-{port}.conf"  # Sentinel rewrites its file: one each
             conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {self.state_dir}\nlogfile {self.state_dir / f'sentinel-{port}.log'}\n"
+                f"port {port}\nbind 127.0.0.1\ndir {self.state_dir}\n"
+                f"logfile {self.state_dir / f'sentinel-{port}.log'}\n"
                 f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.primary_port} {quorum}\n"
                 f"sentinel down-after-milliseconds {MASTER_NAME} {down_after_ms}\n"
                 f"sentinel failover-timeout {MASTER_NAME} 10000\n"
