@@ -1,0 +1,38 @@
+"""Sentinel broker URLs (worker.redis_url): their parts, kombu's form, the errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from worker.redis_url import InvalidSentinelUrl, is_sentinel, kombu_url, parse_sentinel_url
+from worker.settings import Settings
+
+URL = "sentinel://:s3cret@10.0.0.1:26379/2?master_name=ratings;sentinel://10.0.0.2:26380;sentinel://10.0.0.3"
+
+
+def test_a_sentinel_url_gives_every_sentinel_the_primary_name_db_and_password():
+    """Three Sentinels (the third on the default port 26379), the name, database 2, the password."""
+    parts = parse_sentinel_url(URL)
+    assert parts.sentinels == (("10.0.0.1", 26379), ("10.0.0.2", 26380), ("10.0.0.3", 26379))
+    assert (parts.master_name, parts.db, parts.password) == ("ratings", 2, "s3cret")
+
+
+def test_kombu_gets_the_url_without_master_name_and_plain_urls_unchanged():
+    """kombu refuses unknown query parameters: the name goes to the transport options instead."""
+    assert kombu_url(URL) == "sentinel://:s3cret@10.0.0.1:26379/2;sentinel://10.0.0.2:26380;sentinel://10.0.0.3"
+    assert kombu_url("redis://h:6379/0?x=1") == "redis://h:6379/0?x=1"
+    assert is_sentinel(URL) and not is_sentinel("redis://h:6379/0") and not is_sentinel(None)
+
+
+@pytest.mark.parametrize("url", ["sentinel://10.0.0.1:26379", "sentinel://h:1?master_name=m;redis://h:2"])
+def test_a_sentinel_url_without_master_name_or_with_a_foreign_part_is_refused_with_its_reason(url):
+    """The error names the reason code and what to add or change."""
+    with pytest.raises(InvalidSentinelUrl, match="invalid_sentinel_url"):
+        parse_sentinel_url(url)
+
+
+def test_settings_accept_a_sentinel_broker_url_and_refuse_one_without_master_name():
+    """RATINGS_BROKER_URL=sentinel://... is a broker URL; without master_name it fails at start."""
+    assert Settings(broker_url=URL).broker_url == URL
+    with pytest.raises(ValueError, match="master_name"):
+        Settings(broker_url="sentinel://10.0.0.1:26379")
