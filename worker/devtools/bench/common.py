@@ -44,6 +44,8 @@ class BenchConfig:
     skip_service: bool = False
     skip_ledger: bool = False
     skip_scaling: bool = False
+    durability_matches: int = 5_000
+    """Publishes per Redis durability setting (:func:`worker.devtools.bench.publishers.durability_rates`; 0: skip)."""
     seed: int = 2026
     output: Path = Path("bench-results.json")
     loglevel: str = "WARNING"

@@ -79,9 +79,11 @@ class Published:
 
 
 def _publish_share(broker_url: str, queue: str, envelopes: list[bytes], chunk: int, rate: float | None,
-                   start_at: float, conn) -> None:
+                   start_at: float, conn, wait_replicas: int = 0) -> None:
     """One publisher process: wait for ``start_at``, push ``envelopes`` in pipelines of ``chunk``
-    (paced at ``rate`` messages per second when given), send back (chunk times, end, CPU seconds)."""
+    (paced at ``rate`` messages per second when given), send back (chunk times, end, CPU seconds).
+    ``wait_replicas``: each pipeline ends with ``WAIT wait_replicas 1000``, as the producer's
+    ``wait_replicas`` does after each publish; a chunk fewer replicas acknowledged raises."""
     client = redis.Redis.from_url(broker_url)
     client.ping()  # connected before the clock starts
     cpu0 = time.process_time()
@@ -96,23 +98,28 @@ def _publish_share(broker_url: str, queue: str, envelopes: list[bytes], chunk: i
                 time.sleep(wait)
         sent.append(time.time())
         part = envelopes[i:i + chunk]
-        if len(part) == 1:
+        if len(part) == 1 and not wait_replicas:
             client.lpush(queue, part[0])
         else:
             with client.pipeline(transaction=False) as pipe:
                 for item in part:
                     pipe.lpush(queue, item)
-                pipe.execute()
+                if wait_replicas:
+                    pipe.execute_command("WAIT", wait_replicas, 1000)
+                replies = pipe.execute()
+            if wait_replicas and replies[-1] < wait_replicas:
+                raise RuntimeError(f"WAIT: {replies[-1]} of {wait_replicas} replica(s) acknowledged")
     conn.send((sent, time.time(), time.process_time() - cpu0))
     conn.close()
 
 
 def publish(broker_url: str, queue: str, envelopes: Sequence[bytes], publishers: int = 2, chunk: int = 20,
-            rate: float | None = None) -> Published:
+            rate: float | None = None, wait_replicas: int = 0) -> Published:
     """Push ``envelopes`` onto ``queue`` from ``publishers`` forked processes (message ``i`` goes to
     publisher ``i mod publishers``, so the overall order stays close to the given one), in
     pipelines of ``chunk`` messages; with ``rate`` (messages per second in all), paced, one
-    message per round trip. Returns when every publisher is done.
+    message per round trip; with ``wait_replicas``, each pipeline followed by Redis ``WAIT`` (see
+    :func:`_publish_share`). Returns when every publisher is done.
 
     Raises ``RuntimeError`` if a publisher process fails (e.g. Redis unreachable).
     """
@@ -126,7 +133,8 @@ def publish(broker_url: str, queue: str, envelopes: Sequence[bytes], publishers:
     for share in shares:
         parent, child = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_publish_share, daemon=True,
-                           args=(broker_url, queue, share, chunk, rate / publishers if rate else None, start_at, child))
+                           args=(broker_url, queue, share, chunk, rate / publishers if rate else None, start_at, child,
+                                 wait_replicas))
         proc.start()
         child.close()
         procs.append(proc)
@@ -145,3 +153,48 @@ def publish(broker_url: str, queue: str, envelopes: Sequence[bytes], publishers:
             times[p + j * publishers] = sent[j // chunk]
     return Published(times=times, first=min(r[0][0] for r in results), last=max(r[1] for r in results),
                      cpu_seconds=sum(r[2] for r in results), publishers=publishers)
+
+
+DURABILITY_MODES = (
+    ("appendfsync everysec (default, production setting)", "everysec", 0),
+    ("appendfsync always", "always", 0),
+    ("appendfsync everysec + WAIT 1 replica", "everysec", 1),
+)
+"""The Redis durability settings :func:`durability_rates` compares: (label, ``appendfsync``, replicas
+``WAIT``-ed for after each publish)."""
+
+
+def durability_rates(envelopes: Sequence[bytes], state_dir, publishers: int = 2) -> dict[str, Any]:
+    """Publishes per second for each of :data:`DURABILITY_MODES`, in one run on one replicated
+    Redis of the bench's own (a primary with one replica, append-only, on spare loopback ports:
+    :class:`worker.devtools.sentinel.ReplicatedRedis`): each mode pushes the same ``envelopes``
+    from ``publishers`` processes, **one publish per round trip** (what a game server's
+    ``publish_match`` does), ``appendfsync`` set on the primary with ``CONFIG SET`` before it.
+
+    Returns ``{"modes": [{"mode", "appendfsync", "wait_replicas", "per_s", "messages"}], ...}``;
+    ``{"skipped": reason}`` when ``redis-server`` is not installed.
+    """
+    import shutil
+
+    from worker.devtools.sentinel import ReplicatedRedis
+
+    if shutil.which("redis-server") is None:
+        return {"skipped": "redis-server is not installed"}
+    rr = ReplicatedRedis.start(state_dir, replicas=1, sentinels=0)
+    try:
+        primary = rr.client(rr.primary_port)
+        rows = []
+        for label, appendfsync, wait in DURABILITY_MODES:
+            primary.config_set("appendfsync", appendfsync)
+            queue = f"bench-durability-{uuid.uuid4().hex[:8]}"
+            done = publish(rr.primary_url(), queue, envelopes, publishers=publishers, chunk=1, wait_replicas=wait)
+            if primary.llen(queue) != len(envelopes):
+                raise RuntimeError(f"durability bench, {label}: {primary.llen(queue)} of {len(envelopes)} "
+                                   "publishes on the queue")
+            primary.delete(queue)
+            rows.append({"mode": label, "appendfsync": appendfsync, "wait_replicas": wait,
+                         "per_s": round(done.per_s, 1), "messages": len(envelopes)})
+        return {"modes": rows, "publishers": publishers, "replicas": 1,
+                "redis": primary.info("server").get("redis_version")}
+    finally:
+        rr.stop()

@@ -42,6 +42,15 @@ def print_results(results: dict[str, Any]) -> None:
         t.add_row(f"elote EloCompetitor ({engine['elote_version'] or 'not installed'})", _n(c["elote_per_s"]), "-", "-")
         t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
         console.print(t)
+    if (durability := results.get("durability")) and "modes" in durability:
+        t = Table(title=f"Redis publishes per second by durability setting (one publish per round trip, "
+                        f"{durability['publishers']} publisher processes, 1 replica, same run)")
+        for col in ("setting", "publishes/s", "vs everysec"):
+            t.add_column(col, justify="left" if col == "setting" else "right")
+        base = durability["modes"][0]["per_s"]
+        for row in durability["modes"]:
+            t.add_row(row["mode"], _n(row["per_s"]), f"{row['per_s'] / base:.0%}")
+        console.print(t)
     if service := results.get("service"):
         print_scaling(console, service)
         if any(row.get("baseline_unbatched_workers_per_s") for row in service["scaling"]):

@@ -148,6 +148,16 @@ def run_bench(config: BenchConfig) -> int:
                 progress.print(f"[yellow]could not drop the bench database {dbname}[/yellow]: {exc}")
         if embedded is not None:
             embedded.stop()
+    if config.durability_matches:
+        from worker.devtools.bench.publishers import durability_rates, encode_all
+        from worker.devtools.generate import generate_sedma_matches
+
+        progress.print(f"publishes per second by Redis durability setting ({config.durability_matches} each)")
+        bodies = [m.model_dump(mode="json") for m in
+                  generate_sedma_matches(config.durability_matches, players=config.players, seed=config.seed)]
+        results["durability"] = durability_rates(encode_all("ratings.apply_match", bodies, "bench-durability"),
+                                                 settings.state_dir.resolve() / "bench-durability",
+                                                 publishers=config.publishers)
     results["targets"] = targets(results, config)
     results["seconds"] = round(time.monotonic() - started, 1)
     config.output.write_text(json.dumps(results, indent=2))
