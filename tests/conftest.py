@@ -55,3 +55,13 @@ def servers(tmp_path_factory) -> Iterator[tuple[str, str]]:
     finally:
         if embedded is not None:
             embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory):
+    """A CA made for this session and a server certificate for ``localhost`` only
+    (:class:`tests.tls.TlsFiles`): clients trust ``ca_pem``; connecting to ``127.0.0.1`` instead of
+    ``localhost`` meets a certificate that does not match the host."""
+    from tests.tls import make_tls_files
+
+    return make_tls_files(tmp_path_factory.mktemp("tls"))

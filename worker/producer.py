@@ -66,6 +66,18 @@ class BrokerUnavailable(OperationalError):
         self.task_id = task_id
 
 
+class BrokerTlsRefused(BrokerUnavailable):
+    """The broker's TLS certificate was refused (``reason``: ``tls_certificate_mismatch``, the
+    certificate does not name the URL's host; ``tls_certificate_untrusted``, not signed by the CA
+    the URL trusts). Retrying cannot help: the message says what to change in the URL or the
+    certificate (:func:`worker.tls.tls_refusal`). Raised by :func:`producer_app` when its check
+    meets it, else by the publish."""
+
+    def __init__(self, message: str, task_id: str, reason: str):
+        super().__init__(message, task_id)
+        self.reason = reason
+
+
 class ReplicasNotAcknowledged(BrokerUnavailable):
     """``wait_replicas`` was asked and fewer replicas acknowledged the publish within
     ``wait_timeout_ms`` (Redis ``WAIT``): the primary has the message, but a failover now could
@@ -164,6 +176,7 @@ def producer_app(broker_url: str, check_broker: bool = True, wait_replicas: int 
         try:
             refuse_evicting_broker(broker_url)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
+            _refuse_tls(exc, "")
             logging.getLogger(__name__).warning(
                 "broker not reachable (%s): its eviction policy was not checked", type(exc).__name__)
     options: dict[str, Any] = dict(BROKER_SOCKET_TIMEOUTS)
@@ -270,6 +283,15 @@ def task_headers(task_id: str, argument: bytes) -> dict[str, Any]:
     }
 
 
+def _refuse_tls(exc: BaseException, task_id: str) -> None:
+    """Raise :class:`BrokerTlsRefused` when ``exc`` is a refused broker certificate."""
+    from worker.tls import tls_reason, tls_refusal
+
+    if (line := tls_refusal(exc, "broker URL")) is not None:
+        raise BrokerTlsRefused(f"match message {task_id} not published: {line}" if task_id else line,
+                               task_id, tls_reason(exc) or "") from exc
+
+
 def _connection_errors(app: Celery) -> tuple[type[BaseException], ...]:
     with app.connection_for_write() as conn:
         return tuple(conn.connection_errors)
@@ -298,6 +320,7 @@ def publish_body(app: Celery, argument: bytes, queue: str = DEFAULT_QUEUE, produ
         raise ReplicasNotAcknowledged(f"match message {task_id}: {exc}", task_id, exc.acknowledged,
                                       exc.required) from exc
     except (OperationalError, *_connection_errors(app)) as exc:  # type: ignore[misc]  # a tuple of exception types
+        _refuse_tls(exc, task_id)
         raise BrokerUnavailable(
             f"the broker did not take match message {task_id} after {PUBLISH_RETRY_POLICY['max_retries'] + 1} "
             f"tries ({type(exc).__name__}: {exc}); keep the match and publish it again later: the "
@@ -322,7 +345,7 @@ def publish_match(app: Celery, match: MatchFinished | Mapping[str, Any] | str | 
 
 
 __all__ = [
-    "BrokerUnavailable", "DEFAULT_QUEUE", "InvalidMessage", "PUBLISH_RETRY_POLICY", "ReplicasNotAcknowledged",
-    "TASK_NAME", "match_json", "producer_app", "publish_body", "publish_match", "task_body", "task_headers",
-    "to_json_value",
+    "BrokerTlsRefused", "BrokerUnavailable", "DEFAULT_QUEUE", "InvalidMessage", "PUBLISH_RETRY_POLICY",
+    "ReplicasNotAcknowledged", "TASK_NAME", "match_json", "producer_app", "publish_body", "publish_match",
+    "task_body", "task_headers", "to_json_value",
 ]

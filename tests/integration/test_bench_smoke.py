@@ -26,14 +26,18 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "worker", "bench", "--matches", "200", "--workers", "1", "--ledger-size", "2000",
          "--ledger-players", "200", "--engine-matches", "5000", "--repeats", "1", "--players", "5000",
-         "--hot-lock-seconds", "1",
+         "--hot-lock-seconds", "1", "--durability-matches", "200",
          "--output", str(output)],
         env=env, capture_output=True, text=True, timeout=280,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     results = json.loads(output.read_text())
-    assert {"machine", "config", "engine", "service", "ledger", "targets"} <= set(results)
+    assert {"machine", "config", "engine", "service", "ledger", "targets", "durability"} <= set(results)
+    # publishes per second by Redis durability setting, each mode's 200 publishes all on the queue
+    assert [(m["appendfsync"], m["wait_replicas"], m["messages"]) for m in results["durability"]["modes"]] == [
+        ("everysec", 0, 200), ("always", 0, 200), ("everysec", 1, 200)]
+    assert all(m["per_s"] > 0 for m in results["durability"]["modes"])
     assert {"nproc", "cpu_model", "python"} <= set(results["machine"])
     engine = results["engine"]
     assert {"rate_per_s", "replay_per_s", "fast_replay_per_s", "elote_per_s", "inline_loop_per_s"} <= set(engine["classic_1v1"])

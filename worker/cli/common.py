@@ -40,6 +40,33 @@ def schema_problem(url: str) -> str | None:
         return None
 
 
+def refuse_tls_problems(database_url: str | None, broker_url: str | None) -> None:
+    """Exit 2 with one line when the database's or the broker's TLS certificate is refused
+    (:func:`worker.tls.tls_refusal`: a mismatch or an untrusted CA never heals by retrying); any
+    other connection error is left to the service's own retries."""
+    from worker.redis_url import redis_client
+    from worker.store.connection import DatabaseError, connect
+    from worker.tls import tls_refusal
+
+    problems = []
+    if database_url:
+        try:
+            connect(database_url, autocommit=True, connect_timeout=10).close()
+        except DatabaseError as exc:
+            problems.append(tls_refusal(exc, "RATINGS_DATABASE_URL"))
+    if broker_url:
+        try:
+            client = redis_client(broker_url, socket_connect_timeout=5, socket_timeout=5)
+            client.ping()
+            client.close()
+        except Exception as exc:  # noqa: BLE001  # any client error: only a TLS refusal stops the start
+            problems.append(tls_refusal(exc, "RATINGS_BROKER_URL"))
+    for problem in filter(None, problems):
+        err.print(f"[red]refused[/red]: {problem}", markup=True, highlight=False)
+    if any(problems):
+        raise typer.Exit(2)
+
+
 def require_session_database_url(check_schema: bool = True) -> str:
     """``RATINGS_DIRECT_DATABASE_URL``, else ``RATINGS_DATABASE_URL`` (for commands that need a
     session: a rebuild, migrations); exit 2 when neither is set, or as :func:`require_database_url`."""

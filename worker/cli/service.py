@@ -55,9 +55,10 @@ def worker(
     (one line now, then one per backoff interval): the worker waits, not ready, keeps the
     messages queued, and applies them once `ratings migrate` has run.
     """
-    from worker.cli.common import schema_problem
+    from worker.cli.common import refuse_tls_problems, schema_problem
 
     url = require_database_url(check_schema=False)
+    refuse_tls_problems(url, require_broker_url())
     problem = schema_problem(url)
     if problem and "newer than this code" in problem:
         err.print(f"[red]refused[/red]: {problem}")
@@ -80,11 +81,12 @@ def worker(
 
 def relay() -> None:
     """Publish committed rating-changed events from the outbox to the Redis Stream."""
+    from worker.cli.common import refuse_tls_problems
     from worker.service.observability import configure_logging
     from worker.service.relay import run_relay, serve_relay_http
 
+    refuse_tls_problems(get_settings().session_database_url, require_broker_url())
     require_database_url()
-    require_broker_url()
     _warn_broker_durability()
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)

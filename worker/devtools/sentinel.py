@@ -56,6 +56,7 @@ class ReplicatedRedis:
             folder = self.state_dir / f"redis-{port}"
             folder.mkdir(exist_ok=True)
             args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+                    "--repl-diskless-sync-delay", "0",
                     "--appendonly", "yes", "--appendfsync", appendfsync, "--save", "",
                     "--logfile", str(folder / "redis.log")]
             if i:
