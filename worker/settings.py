@@ -35,8 +35,18 @@ class Settings(BaseSettings):
     )
     broker_url: str | None = Field(
         default=None,
-        description="Redis URL for the Celery broker and the event stream (rediss:// for TLS). "
+        description="Redis URL for the Celery broker and the event stream (rediss:// for TLS; "
+        "sentinel://host:26379?master_name=NAME;sentinel://host2:26379 through Redis Sentinel). "
         "Unset: the demo and the tests start an embedded Redis-compatible server.",
+    )
+    publish_wait_replicas: int = Field(
+        default=0, ge=0, le=16,
+        description="Redis replicas that must acknowledge each publish of the CLI's producers (Redis WAIT on the "
+        "connection that wrote); fewer within publish_wait_timeout_ms is an error (replicas_not_acknowledged). "
+        "0: no wait.",
+    )
+    publish_wait_timeout_ms: int = Field(
+        default=1000, gt=0, le=60_000, description="Milliseconds a publish waits for publish_wait_replicas.",
     )
     state_dir: Path = Field(
         default=Path(".ratings-state"),

@@ -84,7 +84,8 @@ def dead_letters_requeue(
     from worker.producer import producer_app, publish_body
 
     settings = get_settings()
-    papp = producer_app(require_broker_url())
+    papp = producer_app(require_broker_url(), wait_replicas=settings.publish_wait_replicas,
+                        wait_timeout_ms=settings.publish_wait_timeout_ms)
     failed = False
     with connect(require_database_url(), autocommit=True) as conn:
         for dead_letter_id in ids:

@@ -56,7 +56,8 @@ def import_log(
                   "(fix them, or pass --good-rows-only)")
         raise typer.Exit(1)
     settings = get_settings()
-    app = producer_app(_broker_url())
+    app = producer_app(_broker_url(), wait_replicas=settings.publish_wait_replicas,
+                       wait_timeout_ms=settings.publish_wait_timeout_ms)
     with app.producer_or_acquire() as producer:
         for _, match in plan.matches:
             publish_match(app, match, queue=settings.queue, producer=producer)

@@ -18,7 +18,8 @@ def _publish_all(matches, total: int | None, label: str) -> int:
     from worker.producer import producer_app, publish_match
 
     settings = get_settings()
-    papp = producer_app(require_broker_url())
+    papp = producer_app(require_broker_url(), wait_replicas=settings.publish_wait_replicas,
+                        wait_timeout_ms=settings.publish_wait_timeout_ms)
     n = 0
     with Progress(console=err, transient=False) as progress, papp.producer_or_acquire() as producer:
         task = progress.add_task(label, total=total)
