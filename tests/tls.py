@@ -15,14 +15,13 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import redis
 
-from worker.devtools.runtime import _free_port
+from worker.devtools.runtime import _free_port, wait_until
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 SERVER_HOST = "localhost"
@@ -64,19 +63,6 @@ def make_tls_files(folder: Path) -> TlsFiles:
     return files
 
 
-def _wait(ready, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if ready():
-                return
-        except Exception:  # noqa: BLE001  # not up yet
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not start within {timeout:.0f} s")
-        time.sleep(0.2)
-
-
 class TlsRedis:
     """A ``redis-server`` with only a TLS port (``--port 0``), on ``localhost`` (IPv4, and IPv6 if any)."""
 
@@ -89,7 +75,7 @@ class TlsRedis:
             "--tls-ca-cert-file", str(files.ca_pem), "--tls-auth-clients", "no",
             "--save", "", "--appendonly", "no", "--dir", str(folder), "--logfile", str(folder / "redis.log")])
         self.files = files
-        _wait(lambda: self.client().ping(), "TLS redis-server")
+        wait_until(lambda: self.client().ping(), "TLS redis-server")
 
     def url(self, host: str = SERVER_HOST, db: int = 0) -> str:
         """A ``rediss://`` URL that verifies the certificate against the test CA."""
@@ -131,7 +117,7 @@ class TlsPostgres:
             "-c", f"ssl_key_file={key}", "-c", "fsync=off", "-c", "max_connections=50"],
             popen=True, stdout=subprocess.DEVNULL, stderr=open(self.folder / "postgres.log", "wb"))
         self.files = files
-        _wait(lambda: psycopg.connect(self.url(), connect_timeout=2).close() or True, "TLS PostgreSQL")
+        wait_until(lambda: psycopg.connect(self.url(), connect_timeout=2).close() or True, "TLS PostgreSQL")
 
     def _run(self, args, popen: bool = False, **kwargs):
         if self.user is not None:

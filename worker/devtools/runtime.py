@@ -66,6 +66,21 @@ class ServiceProcesses:
             self.stop(name)
 
 
+def wait_until(ready, what: str, timeout: float = 30.0, interval: float = 0.1) -> None:
+    """Call ``ready()`` until it returns true (an exception counts as not yet: a server still
+    starting refuses connections); raise ``RuntimeError`` naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if ready():
+                return
+        except Exception:  # noqa: BLE001  # not up yet
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} not reached within {timeout:.0f} s")
+        time.sleep(interval)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

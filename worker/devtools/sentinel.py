@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from worker.devtools.runtime import _free_port
+from worker.devtools.runtime import _free_port, wait_until
 
 MASTER_NAME = "ratings"
 
@@ -62,9 +62,9 @@ class ReplicatedRedis:
             if i:
                 args += ["--replicaof", "127.0.0.1", str(self.primary_port)]
             self.procs[port] = subprocess.Popen(args)
-        self._wait(lambda: self.client(self.primary_port).info("replication")["connected_slaves"] == replicas
+        wait_until(lambda: self.client(self.primary_port).info("replication")["connected_slaves"] == replicas
                    and all(self.client(p).info("replication").get("master_link_status") == "up"
-                           for p in self.data_ports[1:]), "replicas in sync")
+                           for p in self.data_ports[1:]), "replicated Redis: replicas in sync")
         quorum = sentinels // 2 + 1
         for _ in range(sentinels):
             port = _free_port()
@@ -78,9 +78,9 @@ class ReplicatedRedis:
                 f"sentinel parallel-syncs {MASTER_NAME} {max(1, replicas)}\n")
             self.procs[port] = subprocess.Popen([sentinel_binary() or "redis-sentinel", str(conf)])
             self.sentinel_ports.append(port)
-        self._wait(lambda: all(len(self.client(p).sentinel_slaves(MASTER_NAME)) == replicas
+        wait_until(lambda: all(len(self.client(p).sentinel_slaves(MASTER_NAME)) == replicas
                                and self.client(p).sentinel_master(MASTER_NAME)["num-other-sentinels"] == sentinels - 1
-                               for p in self.sentinel_ports), "Sentinels see every replica and each other")
+                               for p in self.sentinel_ports), "replicated Redis: Sentinels see every replica and each other")
         return self
 
     @staticmethod
@@ -88,19 +88,6 @@ class ReplicatedRedis:
         """A client of the node on ``port`` (strings decoded)."""
         return redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=2, socket_timeout=5,
                            decode_responses=True)
-
-    @staticmethod
-    def _wait(ready, what: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if ready():
-                    return
-            except (redis.RedisError, ValueError, IndexError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"replicated Redis: {what} not reached within {timeout:.0f} s")
-            time.sleep(0.1)
 
     def url(self, db: int = 0) -> str:
         """The ``sentinel://`` broker URL of this set (:mod:`worker.redis_url`)."""
@@ -136,7 +123,7 @@ class ReplicatedRedis:
             self.primary_port = port
             return True
 
-        self._wait(promoted, "failover", timeout)
+        wait_until(promoted, "replicated Redis: failover", timeout)
         return time.monotonic() - start
 
     def stop(self) -> None:
