@@ -80,7 +80,8 @@ class ReplicatedRedis:
             self.sentinel_ports.append(port)
         wait_until(lambda: all(len(self.client(p).sentinel_slaves(MASTER_NAME)) == replicas
                                and self.client(p).sentinel_master(MASTER_NAME)["num-other-sentinels"] == sentinels - 1
-                               for p in self.sentinel_ports), "replicated Redis: Sentinels see every replica and each other")
+                               for p in self.sentinel_ports),
+                   "replicated Redis: Sentinels see every replica and each other")
         return self
 
     @staticmethod
