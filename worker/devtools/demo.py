@@ -22,6 +22,7 @@ from worker.ops.render import leaderboard_table
 from worker.ops.verify import verify_ladder
 from worker.policy.ladders import load_ladders
 from worker.producer import producer_app, publish_match
+from worker.redis_url import redis_client
 from worker.settings import get_settings
 from worker.store.connection import connect
 from worker.store.migrate import migrate
@@ -64,7 +65,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         for i in range(workers):
             procs.start_worker(f"worker{i + 1}", concurrency=1)
         procs.start_relay()
-        client = redis.Redis.from_url(broker_url)
+        client = redis_client(broker_url)
         with connect(database_url, autocommit=True) as conn:
             before = repository.counts(conn)
         stream_before = client.xlen(settings.stream)
