@@ -14,7 +14,11 @@ Sentinels promote a replica, and everything drains. Then, from the database:
 * what must hold whatever the broker: nothing applied twice, nothing applied that was not
   published, ``verify`` of every ladder, one event per rating change with consecutive sequences.
 
-With ``wait_replicas=1`` (the producer's Redis ``WAIT`` after each publish) the run is repeated.
+Three runs: the primary killed while its replicas keep up (on one machine's loopback they get each
+write within microseconds); the replicas cut off half a second before the kill (stopped, their
+replication connections closed: the primary acknowledges what they never get, as in a partition or
+with replicas that fell behind); and the same with the producer's ``wait_replicas=1`` (Redis ``WAIT``
+after each publish).
 """
 
 from __future__ import annotations
@@ -49,14 +53,19 @@ def replicated_redis(tmp_path):
     rr.stop()
 
 
-@pytest.mark.parametrize("wait_replicas", [0, 1], ids=["plain", "wait-1-replica"])
+LAG_SECONDS = 0.5
+"""How long the replicas are cut off before the primary is killed, in the lagging runs."""
+
+
+@pytest.mark.parametrize(("lagging", "wait_replicas"), [(False, 0), (True, 0), (True, 1)],
+                         ids=["replicas-current", "replicas-lagging", "replicas-lagging-wait-1"])
 def test_primary_killed_mid_stream_sentinel_fails_over_and_acknowledged_publishes_are_counted(
-        replicated_redis, cluster_factory, wait_replicas):
+        replicated_redis, cluster_factory, lagging, wait_replicas):
     """Publishes that returned success and were never applied are counted (the figure
     ``lost_acknowledged``); none applied twice, none applied unpublished, the invariants hold."""
     rr = replicated_redis
-    cluster = cluster_factory(f"redis-failover-{'wait' if wait_replicas else 'plain'}", FAILOVER_SETTINGS,
-                              broker_url=rr.url()).start()
+    name = f"redis-failover-{'lagging' if lagging else 'current'}{'-wait' if wait_replicas else ''}"
+    cluster = cluster_factory(name, FAILOVER_SETTINGS, broker_url=rr.url()).start()
     messages = cluster.matches(MATCHES)
     app = producer_app(rr.url(), wait_replicas=wait_replicas, wait_timeout_ms=500)
     succeeded: list[str] = []
@@ -82,7 +91,11 @@ def test_primary_killed_mid_stream_sentinel_fails_over_and_acknowledged_publishe
     publisher = threading.Thread(target=publish_steadily)
     publisher.start()
     assert killed.wait(60), "the stream never reached the kill point"
+    if lagging:
+        rr.cut_off_replicas()
+        time.sleep(LAG_SECONDS)
     old_primary = rr.kill_primary()
+    rr.resume_replicas()
     failover_seconds = rr.wait_failover()
     publisher.join(timeout=240)
     assert not publisher.is_alive() and len(succeeded) + len(failed) == len(messages)
@@ -105,10 +118,10 @@ def test_primary_killed_mid_stream_sentinel_fails_over_and_acknowledged_publishe
     figures = cluster.check_invariants(stream_timeout=10, stream_may_lose=True)
     assert figures["dead_letters"] == 0
     cluster.figures.update(
-        wait_replicas=wait_replicas, publishes_attempted=len(messages), publish_succeeded=len(succeeded),
+        lagging_replicas_seconds=LAG_SECONDS if lagging else 0, wait_replicas=wait_replicas, publishes_attempted=len(messages), publish_succeeded=len(succeeded),
         publish_failed=len(failed), publish_failed_reasons=sorted(set(failed.values())),
         failed_but_applied=len(applied & set(failed)), failover_seconds=round(failover_seconds, 1),
         lost_acknowledged=len(lost), lost_examples=sorted(lost)[:5],
     )
-    print(f"redis failover (wait_replicas={wait_replicas}): {len(lost)} acknowledged publish(es) lost "
+    print(f"{name}: {len(lost)} acknowledged publish(es) lost "
           f"of {len(succeeded)}; {len(failed)} publish(es) refused; failover {failover_seconds:.1f} s")

@@ -100,6 +100,22 @@ class ReplicatedRedis:
         """A plain ``redis://`` URL of the current primary (no failover)."""
         return f"redis://127.0.0.1:{self.primary_port}/{db}"
 
+    def cut_off_replicas(self) -> None:
+        """SIGSTOP every replica and close its replication connection on the primary (``CLIENT KILL
+        TYPE replica``), so it cannot reconnect: the primary goes on acknowledging writes that no
+        replica gets, as in a partition or with replicas that fell behind. (A stopped replica alone
+        is not enough: its kernel still receives the replication stream.)"""
+        for port in self.data_ports:
+            if port != self.primary_port and self.procs[port].poll() is None:
+                self.procs[port].send_signal(signal.SIGSTOP)
+        self.client(self.primary_port).execute_command("CLIENT", "KILL", "TYPE", "replica")
+
+    def resume_replicas(self) -> None:
+        """SIGCONT every replica :meth:`cut_off_replicas` stopped."""
+        for port in self.data_ports:
+            if port != self.primary_port and self.procs[port].poll() is None:
+                self.procs[port].send_signal(signal.SIGCONT)
+
     def kill_primary(self) -> int:
         """SIGKILL the primary (no shutdown, no flush of its append-only file); return its port."""
         port = self.primary_port
