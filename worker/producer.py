@@ -33,6 +33,8 @@ from typing import Any
 
 from celery import Celery
 from kombu.exceptions import OperationalError
+from kombu.transport import redis as kombu_redis
+from kombu.utils.json import dumps
 
 from schemas import InvalidMessage, MatchFinished, parse_match_finished
 
@@ -113,8 +115,6 @@ class _WaitForReplicas:
     def _put(self, queue, message, **kwargs):
         if not self.wait_replicas or kwargs.get("_publish_batch") is not None:
             return super()._put(queue, message, **kwargs)  # type: ignore[misc]
-        from kombu.utils.json import dumps
-
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))  # type: ignore[attr-defined]
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:  # type: ignore[attr-defined]
             pipe.lpush(key, dumps(message))
@@ -128,25 +128,26 @@ class _WaitForReplicas:
                 "(INFO replication)", "", acknowledged, self.wait_replicas)
 
 
-def _waiting_transport(base_transport: Any) -> type:
-    base = base_transport.Channel
-    channel = type(f"Waiting{base.__name__}", (_WaitForReplicas, base), {
-        "from_transport_options": base.from_transport_options + ("wait_replicas", "wait_timeout_ms"),
-    })
-    return type(f"Waiting{base_transport.__name__}", (base_transport,), {"Channel": channel})
+class _WaitingChannel(_WaitForReplicas, kombu_redis.Channel):
+    from_transport_options = kombu_redis.Channel.from_transport_options + (  # type: ignore[assignment]
+        "wait_replicas", "wait_timeout_ms")
 
 
-def __getattr__(name: str) -> type:
-    """``WaitingTransport`` and ``WaitingSentinelTransport``: kombu's Redis transports with
-    :class:`_WaitForReplicas` (made on first use, so importing this module needs no redis)."""
-    from kombu.transport import redis as kombu_redis
+class _WaitingSentinelChannel(_WaitForReplicas, kombu_redis.SentinelChannel):
+    from_transport_options = kombu_redis.SentinelChannel.from_transport_options + (  # type: ignore[assignment]
+        "wait_replicas", "wait_timeout_ms")
 
-    bases = {"WaitingTransport": kombu_redis.Transport, "WaitingSentinelTransport": kombu_redis.SentinelTransport}
-    if name not in bases:
-        raise AttributeError(name)
-    made = _waiting_transport(bases[name])
-    globals()[name] = made
-    return made
+
+class WaitingTransport(kombu_redis.Transport):
+    """kombu's Redis transport whose publishes wait for replicas (:class:`_WaitForReplicas`)."""
+
+    Channel = _WaitingChannel
+
+
+class WaitingSentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport whose publishes wait for replicas (:class:`_WaitForReplicas`)."""
+
+    Channel = _WaitingSentinelChannel
 
 
 def producer_app(broker_url: str, check_broker: bool = True, wait_replicas: int = 0,
