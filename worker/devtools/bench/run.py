@@ -154,7 +154,7 @@ def run_bench(config: BenchConfig) -> int:
 
         progress.print(f"publishes per second by Redis durability setting ({config.durability_matches} each)")
         bodies = [m.model_dump(mode="json") for m in
-                  generate_sedma_matches(config.durability_matches, players=config.players, seed=config.seed)]
+                  generate_sedma_matches(config.durability_matches, players=1000, seed=config.seed)]
         results["durability"] = durability_rates(encode_all("ratings.apply_match", bodies, "bench-durability"),
                                                  settings.state_dir.resolve() / "bench-durability",
                                                  publishers=config.publishers)
