@@ -26,7 +26,7 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "worker", "bench", "--matches", "200", "--workers", "1", "--ledger-size", "2000",
          "--ledger-players", "200", "--engine-matches", "5000", "--repeats", "1", "--players", "5000",
-         "--hot-lock-seconds", "1", "--durability-matches", "200",
+         "--hot-lock-seconds", "1", "--durability-matches", "200", "--durability-rounds", "1",
          "--output", str(output)],
         env=env, capture_output=True, text=True, timeout=280,
     )

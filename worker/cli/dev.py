@@ -38,6 +38,7 @@ def bench(
     skip_ledger: Annotated[bool, typer.Option(help="Skip the ledger-at-scale part.")] = False,
     skip_scaling: Annotated[bool, typer.Option(help="Only the main worker count (no scaling table).")] = False,
     durability_matches: Annotated[int, typer.Option(help="Publishes per Redis durability setting (appendfsync everysec / always, WAIT 1 replica) on a replicated Redis of the bench's own (0: skip).", min=0)] = 5_000,
+    durability_rounds: Annotated[int, typer.Option(help="Turns each durability setting takes (its figure: the median).", min=1)] = 3,
     seed: Annotated[int, typer.Option(help="Random seed of the generated matches.")] = 2026,
     output: Annotated[Path, typer.Option(help="JSON file of every figure.")] = Path("bench-results.json"),
 ) -> None:
@@ -61,5 +62,6 @@ def bench(
         ledger_size=ledger_size, ledger_players=ledger_players, engine_matches=engine_matches, repeats=repeats,
         skip_engine=skip_engine, skip_service=skip_service, skip_ledger=skip_ledger, skip_scaling=skip_scaling,
         seed=seed, output=output, hot_lock_seconds=hot_lock_seconds, durability_matches=durability_matches,
+        durability_rounds=durability_rounds,
     )
     raise typer.Exit(run_bench(config))

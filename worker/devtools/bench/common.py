@@ -46,6 +46,8 @@ class BenchConfig:
     skip_scaling: bool = False
     durability_matches: int = 5_000
     """Publishes per Redis durability setting (:func:`worker.devtools.bench.publishers.durability_rates`; 0: skip)."""
+    durability_rounds: int = 3
+    """Turns each durability setting takes (its figure: the median)."""
     seed: int = 2026
     output: Path = Path("bench-results.json")
     loglevel: str = "WARNING"

@@ -157,7 +157,7 @@ def run_bench(config: BenchConfig) -> int:
                   generate_sedma_matches(config.durability_matches, players=1000, seed=config.seed)]
         results["durability"] = durability_rates(encode_all("ratings.apply_match", bodies, "bench-durability"),
                                                  settings.state_dir.resolve() / "bench-durability",
-                                                 publishers=config.publishers)
+                                                 publishers=config.publishers, rounds=config.durability_rounds)
     results["targets"] = targets(results, config)
     results["seconds"] = round(time.monotonic() - started, 1)
     config.output.write_text(json.dumps(results, indent=2))
