@@ -36,3 +36,20 @@ def test_settings_accept_a_sentinel_broker_url_and_refuse_one_without_master_nam
     assert Settings(broker_url=URL).broker_url == URL
     with pytest.raises(ValueError, match="master_name"):
         Settings(broker_url="sentinel://10.0.0.1:26379")
+
+
+def test_the_worker_takes_a_sentinel_url_through_the_no_loss_transport_with_the_primary_name():
+    """The worker's Celery app: the Sentinel variant of worker.service.transport (not kombu's own
+    SentinelChannel, which pops with BRPOP), the name in the transport options, kombu's URL form."""
+    from celery import Celery
+
+    from worker.service import celery_app, transport
+
+    settings = Settings(broker_url=URL)
+    app = celery_app.configure(Celery("t"), settings)
+    celery_app.use_safe_redis_transport(app, settings)
+    with app.connection_for_write() as conn:
+        assert conn.transport.Channel is transport.SentinelChannel
+        assert issubclass(transport.SentinelChannel, transport.Channel)
+        assert conn.transport_options["master_name"] == "ratings"
+        assert "master_name" not in app.conf.broker_url
