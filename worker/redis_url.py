@@ -47,7 +47,8 @@ def is_sentinel(url: str | None) -> bool:
 def parse_sentinel_url(url: str) -> SentinelUrl:
     """Split a ``sentinel://...;sentinel://...`` URL (see the module doc).
 
-    Raises :class:`InvalidSentinelUrl` when no part names a host or none gives ``master_name``.
+    Raises :class:`InvalidSentinelUrl` when no part names a host, none gives ``master_name``, a
+    port is not a number from 1 to 65535 or the database not a number, 0 or more.
     Sentinels without a port use 26379.
     """
     sentinels: list[tuple[str, int]] = []
@@ -59,10 +60,18 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
         if split.scheme != SENTINEL_SCHEME or not split.hostname:
             raise InvalidSentinelUrl(f"{split.scheme or part[:12]!r}: every part of a Sentinel URL is "
                                      "sentinel://host:port (invalid_sentinel_url)")
-        sentinels.append((split.hostname, split.port or 26379))
+        try:
+            port = split.port or 26379
+        except ValueError as exc:  # a port that is not a number, or out of range
+            raise InvalidSentinelUrl(f"{split.netloc.rpartition('@')[2]!r}: a Sentinel's port is a number "
+                                     f"from 1 to 65535 ({exc}) (invalid_sentinel_url)") from None
+        sentinels.append((split.hostname, port))
         query = parse_qs(split.query)
         master_name = master_name or next(iter(query.get("master_name", [])), None)
         if db is None and split.path.strip("/"):
+            if not split.path.strip("/").isdigit():
+                raise InvalidSentinelUrl(f"{split.path!r}: the database after the Sentinel's address is a "
+                                         "number, 0 or more (sentinel://host:26379/0) (invalid_sentinel_url)")
             db = int(split.path.strip("/"))
         if password is None and split.password:
             password = unquote(split.password)

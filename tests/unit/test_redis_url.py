@@ -53,3 +53,17 @@ def test_the_worker_takes_a_sentinel_url_through_the_no_loss_transport_with_the_
         assert issubclass(transport.SentinelChannel, transport.Channel)
         assert conn.transport_options["master_name"] == "ratings"
         assert "master_name" not in app.conf.broker_url
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("sentinel://10.0.0.1:abc?master_name=m", "port is a number"),
+    ("sentinel://10.0.0.1:99999?master_name=m", "port is a number"),
+    ("sentinel://10.0.0.1:26379/x?master_name=m", "database after the Sentinel's address is a number"),
+    ("sentinel://10.0.0.1:26379/-1?master_name=m", "database after the Sentinel's address is a number"),
+])
+def test_a_sentinel_url_with_a_bad_port_or_database_is_refused_with_its_reason(url, words):
+    """Not Python's own words (``invalid literal for int()``): the part, what it must be, the reason
+    code; a negative database is refused here, not by the worker after it started."""
+    with pytest.raises(InvalidSentinelUrl, match="invalid_sentinel_url") as caught:
+        parse_sentinel_url(url)
+    assert words in str(caught.value)
