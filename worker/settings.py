@@ -12,6 +12,8 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from worker.broker import AMQP_SCHEMES, REDIS_SCHEMES, is_rabbitmq
+
 DEFAULT_LADDERS_FILE = Path(__file__).with_name("ladders.toml")
 
 
@@ -35,8 +37,29 @@ class Settings(BaseSettings):
     )
     broker_url: str | None = Field(
         default=None,
-        description="Redis URL for the Celery broker and the event stream (rediss:// for TLS). "
-        "Unset: the demo and the tests start an embedded Redis-compatible server.",
+        description="Celery broker URL, which also chooses the broker: Redis (redis://, rediss:// for "
+        "TLS; then also the event stream's Redis unless RATINGS_EVENTS_REDIS_URL is set) or RabbitMQ "
+        "(amqp://, amqps:// for TLS: quorum queues, publisher confirms). Unset: the demo and the tests "
+        "start an embedded Redis-compatible server.",
+    )
+    events_redis_url: str | None = Field(
+        default=None,
+        description="Redis URL of the rating-changed event stream (outbox relay, consumers, doctor, "
+        "metrics). Unset: RATINGS_BROKER_URL when that is a Redis URL; required when the broker is "
+        "RabbitMQ (the demo then starts an embedded Redis for the events).",
+    )
+    broker_ca_file: str | None = Field(
+        default=None,
+        description="amqps:// broker only: PEM file of the CA that signed the RabbitMQ server's "
+        "certificate (unset: the system's trusted CAs). The certificate must also name the URL's host.",
+    )
+    rabbitmq_consumer_timeout: float = Field(
+        default=1800.0, gt=0,
+        description="RabbitMQ broker only: the broker's consumer_timeout in seconds, as configured on "
+        "the server (rabbitmq.conf `consumer_timeout`, in ms there; RabbitMQ's default 30 min). The "
+        "broker closes the channel of a consumer holding a message unacknowledged longer, and every "
+        "message it holds is redelivered; checked at start against how long a worker may hold one. "
+        "AMQP does not expose the server's value: set this to what the server runs with.",
     )
     state_dir: Path = Field(
         default=Path(".ratings-state"),
@@ -46,7 +69,8 @@ class Settings(BaseSettings):
         default=DEFAULT_LADDERS_FILE,
         description="TOML file mapping each ladder name to its rating policy.",
     )
-    queue: str = Field(default="ratings", description="Celery queue (a Redis list) of match-finished tasks.")
+    queue: str = Field(default="ratings", description="Celery queue of match-finished tasks (a Redis "
+                       "list; on RabbitMQ a durable quorum queue).")
     stream: str = Field(
         default="ratings.rating-changed", description="Redis Stream the outbox relay publishes to."
     )
@@ -187,9 +211,18 @@ class Settings(BaseSettings):
 
     @field_validator("broker_url")
     @classmethod
-    def _redis_url(cls, value: str | None) -> str | None:
-        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+    def _broker_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(REDIS_SCHEMES + AMQP_SCHEMES):
             raise ValueError(f"RATINGS_BROKER_URL={_scheme_only(value)} must be a Redis URL "
+                             "(redis://host:6379/0, rediss:// for TLS) or a RabbitMQ URL "
+                             "(amqp://user:password@host:5672/vhost, amqps:// for TLS)")
+        return value
+
+    @field_validator("events_redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(REDIS_SCHEMES):
+            raise ValueError(f"RATINGS_EVENTS_REDIS_URL={_scheme_only(value)} must be a Redis URL "
                              "(redis://host:6379/0, rediss:// for TLS)")
         return value
 
@@ -211,7 +244,37 @@ class Settings(BaseSettings):
                     f"RATINGS_BATCH_SIZE > 1: a buffered message waits for the batch before its own, and "
                     f"Redis would redeliver it meanwhile; raise the visibility timeout or lower the time limit"
                 )
+        if self.broker_is_rabbitmq and self.rabbitmq_consumer_timeout <= self.longest_hold:
+            raise ValueError(
+                f"RATINGS_RABBITMQ_CONSUMER_TIMEOUT ({self.rabbitmq_consumer_timeout:g} s, the broker's "
+                f"consumer_timeout) must exceed the longest a worker holds a message unacknowledged "
+                f"({self.longest_hold:g} s: the batch before its own and its own, each within "
+                f"RATINGS_TASK_TIME_LIMIT, plus deferrals, a quarter of RATINGS_VISIBILITY_TIMEOUT), or "
+                f"RabbitMQ closes the worker's channel and redelivers everything it holds; raise "
+                f"consumer_timeout on the broker (and this setting with it) or lower the time limit"
+            )
         return self
+
+    @property
+    def broker_is_rabbitmq(self) -> bool:
+        """True when ``broker_url`` is a RabbitMQ (AMQP 0-9-1) URL: ``amqp://`` or ``amqps://``."""
+        return is_rabbitmq(self.broker_url)
+
+    @property
+    def events_url(self) -> str | None:
+        """The Redis URL of the event stream: ``events_redis_url``, else ``broker_url`` when that is
+        Redis; ``None`` when neither is set (or the broker is RabbitMQ and no events Redis is set)."""
+        if self.events_redis_url:
+            return self.events_redis_url
+        return None if self.broker_is_rabbitmq else self.broker_url
+
+    @property
+    def longest_hold(self) -> float:
+        """Most seconds a worker holds a reserved message unacknowledged: one time limit (two
+        with batching: the batch before its own, plus the flush interval), plus deferrals (held
+        a quarter of ``visibility_timeout`` in all, :mod:`worker.service.deferral`)."""
+        runs = self.task_time_limit if self.batch_size == 1 else 2 * self.task_time_limit + self.batch_flush_interval
+        return runs + self.visibility_timeout / 4
 
     @property
     def session_database_url(self) -> str | None:

@@ -56,6 +56,25 @@ def require_broker_url() -> str:
     return url
 
 
+def require_events_url() -> str:
+    """The event stream's Redis URL (``RATINGS_EVENTS_REDIS_URL``, else a Redis ``RATINGS_BROKER_URL``);
+    print why and exit 2 when there is none."""
+    url = get_settings().events_url
+    if not url:
+        err.print("[red]RATINGS_EVENTS_REDIS_URL is not set[/red]: the broker is RabbitMQ, and the events "
+                  "go to a Redis Stream; set it to that Redis's URL (redis://host:6379/0).")
+        raise typer.Exit(2)
+    return url
+
+
+def cli_producer_app():
+    """A producer app (:func:`worker.producer.producer_app`) for ``RATINGS_BROKER_URL``, verifying an
+    ``amqps://`` broker against ``RATINGS_BROKER_CA_FILE``; exit 2 when the URL is not set."""
+    from worker.producer import producer_app
+
+    return producer_app(require_broker_url(), ca_file=get_settings().broker_ca_file)
+
+
 def configured_policies():
     """Ladder name to engine policy from the ladders file; exit 2 naming file, line and key if broken."""
     from worker.cli.policy import ladder_policies_or_exit

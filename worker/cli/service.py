@@ -16,6 +16,7 @@ from worker.cli.common import (
     err,
     require_broker_url,
     require_database_url,
+    require_events_url,
     require_session_database_url,
 )
 from worker.settings import get_settings
@@ -85,6 +86,7 @@ def relay() -> None:
 
     require_database_url()
     require_broker_url()
+    require_events_url()
     _warn_broker_durability()
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
@@ -97,11 +99,14 @@ def relay() -> None:
 
 
 def _warn_broker_durability() -> None:
-    """Warn loudly (stderr) when the broker's settings can lose queued matches; never refuses."""
+    """Warn loudly (stderr) when a Redis broker's settings can lose queued matches; never refuses.
+    (A RabbitMQ broker keeps the queue as a durable, replicated quorum queue: nothing to check.)"""
     import redis
 
     from worker.broker_durability import broker_durability
 
+    if get_settings().broker_is_rabbitmq:
+        return
     client = redis.Redis.from_url(require_broker_url(), socket_connect_timeout=5, socket_timeout=5)
     try:
         problems = broker_durability(client).problems()

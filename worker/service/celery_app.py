@@ -22,7 +22,12 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
   broker goes through :mod:`worker.service.transport` (``broker_transport``;
   the URL stays a plain Redis URL): kombu's transport pops a message (``BRPOP``) and records it as
   unacknowledged in a second command, so a Redis stop between the two lost the message; this one
-  moves it atomically into an in-flight list first, from which it is always recovered.
+  moves it atomically into an in-flight list first, from which it is always recovered;
+* (:func:`use_rabbitmq_quorum_queue`) an ``amqp://``/``amqps://`` broker is RabbitMQ through kombu's
+  py-amqp transport: the queue is a durable quorum queue (replicated), publishes wait for the
+  broker's confirm, prefetch is per consumer (Celery detects quorum queues and turns global QoS
+  off), and a message held unacknowledged past the broker's ``consumer_timeout`` would be
+  redelivered (checked at start by :class:`worker.settings.Settings`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
 
+from worker.broker import rabbitmq_tls_options, rabbitmq_transport_options
 from worker.service import decoding
 from worker.settings import Settings
 
@@ -78,3 +84,18 @@ def use_safe_redis_transport(app: Celery, settings: Settings) -> None:
         app.conf.broker_transport = "worker.service.transport:Transport"
         if url.scheme == "rediss" and not any(k.startswith("ssl_") for k in parse_qs(url.query)):
             app.conf.broker_use_ssl = {"ssl_cert_reqs": CERT_NONE}
+
+
+def use_rabbitmq_quorum_queue(app: Celery, settings: Settings) -> None:
+    """On an ``amqp://``/``amqps://`` broker: declare the queue as a durable quorum queue, confirm
+    every publish, verify an ``amqps://`` server's certificate (against ``broker_ca_file`` and the
+    URL's host). Redis brokers are left as they are."""
+    if not settings.broker_is_rabbitmq:
+        return
+    app.conf.update(
+        broker_transport_options=rabbitmq_transport_options(),
+        task_default_queue_type="quorum",
+        worker_detect_quorum_queues=True,
+    )
+    if (settings.broker_url or "").startswith("amqps://"):
+        app.conf.broker_use_ssl = rabbitmq_tls_options(settings.broker_ca_file)

@@ -93,7 +93,9 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
 
     consumer = sender
     settings = _current_settings()
-    client = redis.Redis.from_url(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
+    # The Redis broker (on RabbitMQ the broker connection is the consumer's: `consuming` below).
+    client = (None if settings.broker_is_rabbitmq
+              else redis.Redis.from_url(settings.broker_url, socket_connect_timeout=3, socket_timeout=3))
 
     def consuming() -> tuple[bool, dict]:
         running = consumer is not None and consumer.blueprint.state == bootsteps.RUN and consumer.connection is not None

@@ -1,0 +1,66 @@
+"""Which broker a URL names, and what the RabbitMQ one needs: quorum queues, publisher confirms, TLS.
+
+Standard library only (the producer install and the settings use it). The broker is chosen by the URL's scheme:
+
+* ``redis://``, ``rediss://``, ``unix://``: Redis (the default, and the demo's), through the
+  project's own kombu transport (:mod:`worker.service.transport`);
+* ``amqp://``, ``amqps://``: RabbitMQ (3.10 or later) through kombu's py-amqp transport. The queue is
+  a durable **quorum queue** (Raft-replicated over the cluster's nodes: a publish confirmed by the
+  broker is on a majority of them), publishes wait for the broker's **publisher confirm**, and
+  workers acknowledge after the rating transaction commits, as on Redis.
+
+What differs on RabbitMQ 3.10 (README, "RabbitMQ as the broker"): quorum queues have no message
+priorities before RabbitMQ 4.0 (a priority is accepted and every message is consumed, in FIFO
+order); prefetch is per consumer (quorum queues refuse global QoS; Celery detects this).
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+AMQP_SCHEMES = ("amqp://", "amqps://")
+
+QUORUM_QUEUE_ARGUMENTS = {"x-queue-type": "quorum"}
+"""Arguments of the rating queue on RabbitMQ: a replicated quorum queue (always durable). Workers
+(Celery's ``task_default_queue_type="quorum"``) and producers declare it with exactly these, so
+whichever comes first creates it and the other's declaration matches."""
+
+CONFIRM_TIMEOUT = 10.0
+"""Seconds a publish waits for the broker's confirm before it counts as failed (and is retried,
+then :class:`worker.producer.BrokerUnavailable`): a quorum queue confirms once a majority of its
+nodes wrote the message, which takes longer while a leader is being elected."""
+
+
+def is_rabbitmq(url: str | None) -> bool:
+    """True when ``url`` names a RabbitMQ broker (``amqp://`` or ``amqps://``)."""
+    return bool(url and url.startswith(AMQP_SCHEMES))
+
+
+def rabbitmq_tls_options(ca_file: str | None = None) -> dict[str, Any]:
+    """py-amqp TLS options of an ``amqps://`` connection (Celery's ``broker_use_ssl``): the server's
+    certificate must chain to ``ca_file`` (a PEM bundle; ``None``: the system's trusted CAs) and name
+    the URL's host (kombu fills ``server_hostname`` from the URL). A certificate that does not is
+    refused at connect time with ``ssl.SSLCertVerificationError``."""
+    return {"context": {"cafile": ca_file, "check_hostname": True}, "server_hostname": None}
+
+
+def rabbitmq_transport_options() -> dict[str, Any]:
+    """kombu transport options of a RabbitMQ connection: publisher confirms on every channel (a
+    publish returns once the broker has taken responsibility for the message, raises otherwise)."""
+    return {"confirm_publish": True}
+
+
+def describe_tls_failure(exc: BaseException) -> str | None:
+    """A reason code and what to change when ``exc`` (or its cause) is a refused TLS certificate;
+    ``None`` for any other error."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return (f"tls_certificate_refused: the broker's certificate was refused ({seen.verify_message}); "
+                    "connect with the host name the certificate names, or give the CA that signed it "
+                    "(RATINGS_BROKER_CA_FILE)")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
