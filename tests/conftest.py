@@ -43,6 +43,21 @@ def pgbouncer(servers, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def events_redis_url(servers, tmp_path_factory) -> Iterator[str]:
+    """The Redis of the rating-changed stream: ``RATINGS_EVENTS_REDIS_URL`` when set, else the
+    session's broker when it is Redis, else (a RabbitMQ broker) an embedded Redis."""
+    url = os.environ.get("RATINGS_EVENTS_REDIS_URL")
+    if url or not servers[1].startswith(("amqp://", "amqps://")):
+        yield url or servers[1]
+        return
+    embedded = EmbeddedServers.start(tmp_path_factory.mktemp("events-redis"), postgres=False)
+    try:
+        yield embedded.broker_url
+    finally:
+        embedded.stop()
+
+
+@pytest.fixture(scope="session")
 def servers(tmp_path_factory) -> Iterator[tuple[str, str]]:
     """(admin database URL, broker URL) of real servers: configured ones or embedded ones."""
     db = os.environ.get("RATINGS_DATABASE_URL")
