@@ -130,7 +130,8 @@ class RabbitCluster:
                 self.ctl(node, "await_startup", timeout=timeout)
                 return
             time.sleep(0.25)
-        raise RuntimeError(f"RabbitMQ node {node.name} did not start; see {node.base / 'server.out'} and {node.base / 'log'}")
+        raise RuntimeError(f"RabbitMQ node {node.name} did not start; see {node.base / 'server.out'} "
+                           f"and {node.base / 'log'}")
 
     def ctl(self, node: Node, *args: str, timeout: float = 60.0) -> str:
         """Run ``rabbitmqctl`` against ``node``; its output. Raises ``CalledProcessError`` on failure."""
