@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ssl
 from typing import Any
+from urllib.parse import urlsplit
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 AMQP_SCHEMES = ("amqp://", "amqps://")
@@ -38,12 +39,15 @@ def is_rabbitmq(url: str | None) -> bool:
     return bool(url and url.startswith(AMQP_SCHEMES))
 
 
-def rabbitmq_tls_options(ca_file: str | None = None) -> dict[str, Any]:
+def rabbitmq_tls_options(broker_url: str, ca_file: str | None = None) -> dict[str, Any]:
     """py-amqp TLS options of an ``amqps://`` connection (Celery's ``broker_use_ssl``): the server's
     certificate must chain to ``ca_file`` (a PEM bundle; ``None``: the system's trusted CAs) and name
-    the URL's host (kombu fills ``server_hostname`` from the URL). A certificate that does not is
-    refused at connect time with ``ssl.SSLCertVerificationError``."""
-    return {"context": {"cafile": ca_file, "check_hostname": True}, "server_hostname": None}
+    the URL's host (the first URL's, for a ``;``-separated failover list: give its nodes one
+    certificate naming every host). A certificate that does not is refused at connect time with
+    ``ssl.SSLCertVerificationError``. The host is set here because kombu would otherwise check
+    ``127.0.0.1`` for a URL naming ``localhost`` (it rewrites that name before the TLS handshake)."""
+    host = urlsplit(broker_url.split(";")[0]).hostname
+    return {"context": {"cafile": ca_file, "check_hostname": True}, "server_hostname": host}
 
 
 def rabbitmq_transport_options() -> dict[str, Any]:

@@ -41,6 +41,7 @@ from schemas import InvalidMessage, MatchFinished, parse_match_finished
 from worker.broker import (
     CONFIRM_TIMEOUT,
     QUORUM_QUEUE_ARGUMENTS,
+    describe_tls_failure,
     is_rabbitmq,
     rabbitmq_tls_options,
     rabbitmq_transport_options,
@@ -105,7 +106,7 @@ def producer_app(broker_url: str, check_broker: bool = True, ca_file: str | None
         app.conf.update(broker_transport_options=rabbitmq_transport_options(),
                         broker_connection_timeout=BROKER_SOCKET_TIMEOUTS["socket_connect_timeout"])
         if broker_url.startswith("amqps://"):
-            app.conf.broker_use_ssl = rabbitmq_tls_options(ca_file)
+            app.conf.broker_use_ssl = rabbitmq_tls_options(broker_url, ca_file)
     return app
 
 
@@ -240,6 +241,8 @@ def publish_body(app: Celery, argument: bytes, queue: str = DEFAULT_QUEUE, produ
                 retry_policy=PUBLISH_RETRY_POLICY, **options,
             )
     except (OperationalError, *_connection_errors(app)) as exc:  # type: ignore[misc]  # a tuple of exception types
+        if tls := describe_tls_failure(exc):
+            raise BrokerUnavailable(f"match message {task_id} not published: {tls}", task_id) from exc
         raise BrokerUnavailable(
             f"the broker did not take match message {task_id} after {PUBLISH_RETRY_POLICY['max_retries'] + 1} "
             f"tries ({type(exc).__name__}: {exc}); keep the match and publish it again later: the "

@@ -67,6 +67,7 @@ def worker(
         err.print(f"[yellow]warning[/yellow]: {problem}; the worker waits for it (not ready) and keeps the messages")
     require_broker_url()
     _warn_broker_durability()
+    _refuse_untrusted_rabbitmq()
     configured_policies()  # a broken ladders file stops the worker here, before it takes any message
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):  # before prometheus_client is imported
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="ratings-metrics-")
@@ -96,6 +97,17 @@ def relay() -> None:
     except KeyboardInterrupt:
         pass
 
+
+
+def _refuse_untrusted_rabbitmq() -> None:
+    """An ``amqps://`` broker whose certificate is refused stops the worker at start (exit 2, with
+    the reason code and what to change) instead of a retry loop that never connects."""
+    from worker.service.rabbitmq import tls_refusal
+
+    settings = get_settings()
+    if settings.broker_is_rabbitmq and (reason := tls_refusal(settings.broker_url or "", settings.broker_ca_file)):
+        err.print(f"[red]refused[/red]: {reason}")
+        raise typer.Exit(2)
 
 
 def _warn_broker_durability() -> None:

@@ -98,4 +98,4 @@ def use_rabbitmq_quorum_queue(app: Celery, settings: Settings) -> None:
         worker_detect_quorum_queues=True,
     )
     if (settings.broker_url or "").startswith("amqps://"):
-        app.conf.broker_use_ssl = rabbitmq_tls_options(settings.broker_ca_file)
+        app.conf.broker_use_ssl = rabbitmq_tls_options(settings.broker_url or "", settings.broker_ca_file)

@@ -1,14 +1,19 @@
-"""RabbitMQ as the broker: a publish the broker confirmed survives the loss of the node leading the queue.
+"""RabbitMQ as the broker: TLS with a certificate authority the test makes, and a publish the broker
+confirmed survives the loss of the node leading the queue.
 
 A three-node RabbitMQ cluster of our own (Debian's rabbitmq-server, spare loopback ports, a cookie of
-its own: :class:`worker.devtools.rabbitmq.RabbitCluster`), started once for the module. The rating
-queue is a quorum queue replicated on the three nodes; producers, workers and the relay are real
-processes (the producer is this test's thread, publishing through :func:`worker.producer.publish_match`,
-which returns only after the broker's confirm).
+its own: :class:`worker.devtools.rabbitmq.RabbitCluster`), started once for the module (a cluster
+start takes about 20 s), its first node also listening for TLS with a certificate for ``localhost``
+signed by a CA made here (``trustme``). The TLS tests run first; the last test kills a node. The
+rating queue is a quorum queue replicated on the three nodes; workers and the relay are real
+processes, the producer is :func:`worker.producer.publish_match`, which returns only after the
+broker's confirm.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -26,13 +31,56 @@ def rabbit_cluster(tmp_path_factory):
     """Three clustered RabbitMQ nodes, started once for the module (their start time is reported)."""
     if not rabbitmq.available():
         pytest.skip("Debian's rabbitmq-server is not installed (.ci/run installs it)")
+    import trustme
+
+    tls_dir = tmp_path_factory.mktemp("rabbit-tls")
+    ca = trustme.CA()
+    server_cert = ca.issue_cert("localhost")  # names localhost only, not 127.0.0.1
+    files = {"cacertfile": tls_dir / "ca.pem", "certfile": tls_dir / "server.pem", "keyfile": tls_dir / "server.key"}
+    ca.cert_pem.write_to_path(str(files["cacertfile"]))
+    server_cert.cert_chain_pems[0].write_to_path(str(files["certfile"]))
+    server_cert.private_key_pem.write_to_path(str(files["keyfile"]))
     started = time.monotonic()
-    cluster = rabbitmq.RabbitCluster(tmp_path_factory.mktemp("rabbit"), nodes=3)
+    cluster = rabbitmq.RabbitCluster(tmp_path_factory.mktemp("rabbit"), nodes=3,
+                                     tls={k: str(v) for k, v in files.items()})
     cluster.start_seconds = round(time.monotonic() - started, 1)
+    cluster.ca_file = str(files["cacertfile"])
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+def test_worker_and_producer_work_over_amqps_with_the_ca_they_are_given(cluster_factory, rabbit_cluster):
+    """amqps:// to the node's TLS port by the name its certificate holds, with RATINGS_BROKER_CA_FILE
+    (workers) and ``ca_file`` (producer): 30 matches published with confirms are applied, verify exact."""
+    url = f"amqps://guest:guest@localhost:{rabbit_cluster.tls_port}//"
+    cluster = cluster_factory("rabbit-tls", {"RATINGS_BROKER_CA_FILE": rabbit_cluster.ca_file}, broker_url=url)
+    cluster.start(workers=1)
+    app = producer_app(url, ca_file=rabbit_cluster.ca_file)
+    for match in cluster.matches(30):
+        publish_match(app, match, queue=cluster.queue)
+    cluster.published = 30
+    cluster.wait_drained(60)
+    figures = cluster.check_invariants()
+    assert figures["applied"] == 30
+
+
+def test_a_certificate_that_does_not_name_the_host_is_refused_with_its_reason(cluster_factory, rabbit_cluster):
+    """The same TLS port reached as 127.0.0.1, which the certificate does not name: the producer
+    raises BrokerUnavailable with reason code tls_certificate_refused and what to change, and
+    `ratings worker` refuses to start (exit 2) with the same reason instead of retrying for ever."""
+    url = f"amqps://guest:guest@127.0.0.1:{rabbit_cluster.tls_port}//"
+    cluster = cluster_factory("rabbit-tls-refused", {"RATINGS_BROKER_CA_FILE": rabbit_cluster.ca_file},
+                              broker_url=url)
+    with pytest.raises(BrokerUnavailable, match=r"tls_certificate_refused: .*mismatch.*host name the "
+                                                r"certificate names"):
+        publish_match(producer_app(url, ca_file=rabbit_cluster.ca_file), cluster.matches(1)[0], queue=cluster.queue)
+    proc = subprocess.run([sys.executable, "-m", "worker", "worker"], env=cluster.env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "refused" in proc.stderr and "tls_certificate_refused" in proc.stderr
+    assert "RATINGS_BROKER_CA_FILE" in proc.stderr
 
 
 class SteadyPublisher(threading.Thread):
