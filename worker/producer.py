@@ -103,7 +103,9 @@ def producer_app(broker_url: str, check_broker: bool = True, ca_file: str | None
     app.conf.update(task_serializer="json", accept_content=["json"], task_ignore_result=True,
                     broker_transport_options=dict(BROKER_SOCKET_TIMEOUTS), broker_connection_retry=False)
     if is_rabbitmq(broker_url):
-        app.conf.update(broker_transport_options=rabbitmq_transport_options(),
+        # task_default_queue_type: a plain send_task declares the queue as the workers do (a quorum
+        # queue); RabbitMQ refuses a declaration whose arguments differ from the queue's.
+        app.conf.update(broker_transport_options=rabbitmq_transport_options(), task_default_queue_type="quorum",
                         broker_connection_timeout=BROKER_SOCKET_TIMEOUTS["socket_connect_timeout"])
         if broker_url.startswith("amqps://"):
             app.conf.broker_use_ssl = rabbitmq_tls_options(broker_url, ca_file)

@@ -182,3 +182,17 @@ def vhost(name: str, create: bool = True) -> None:
         run("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
     else:
         run("delete_vhost", name)
+
+
+def queue_counts(vhost_name: str, queue: str) -> tuple[int, int]:
+    """(ready, delivered-but-unacknowledged) messages of ``queue`` in ``vhost_name`` on the machine's
+    node (``rabbitmqctl list_queues``; (0, 0) when the queue does not exist)."""
+    ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
+    out = subprocess.run([ctl, "-q", "list_queues", "-p", vhost_name, "name", "messages_ready",
+                          "messages_unacknowledged", "--no-table-headers"], check=True, capture_output=True,
+                         text=True, timeout=60).stdout
+    for line in out.splitlines():
+        name, ready, unacked = line.split("\t")
+        if name == queue:
+            return int(ready), int(unacked)
+    return 0, 0
