@@ -109,6 +109,8 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
             details["database_writes"] = database_writable(settings.database_url)
             ok = details["database_writes"] == "ok"
         alive, more = consuming()
+        if client is None:  # RabbitMQ: the consumer's own connection is the broker's check
+            details["broker"] = "ok" if alive else "not connected"
         return ok and alive, {**details, **more}
 
     try:
