@@ -53,6 +53,14 @@ class Settings(BaseSettings):
         description="amqps:// broker only: PEM file of the CA that signed the RabbitMQ server's "
         "certificate (unset: the system's trusted CAs). The certificate must also name the URL's host.",
     )
+    rabbitmq_heartbeat: int = Field(
+        default=30, ge=5, le=600,
+        description="RabbitMQ broker only: AMQP heartbeat of the worker's broker connection, in "
+        "seconds. A worker node that stops answering (host paused or frozen, network cut) keeps its "
+        "connection, and the messages RabbitMQ pushed to it stay reserved, until the broker misses "
+        "its heartbeats (about two intervals): then they are redelivered. The RabbitMQ counterpart "
+        "of RATINGS_VISIBILITY_TIMEOUT.",
+    )
     rabbitmq_consumer_timeout: float = Field(
         default=1800.0, gt=0,
         description="RabbitMQ broker only: the broker's consumer_timeout in seconds, as configured on "

@@ -46,6 +46,8 @@ FAULT_SETTINGS = {
     "RATINGS_TASK_TIME_LIMIT": "9",  # batching: the visibility timeout must exceed 2 x this
     "RATINGS_RESTORE_INTERVAL": "2",
     "RATINGS_PREFETCH_MULTIPLIER": "4",
+    # RabbitMQ: a frozen node's reserved messages come back after about two missed heartbeats.
+    "RATINGS_RABBITMQ_HEARTBEAT": "5",
 }
 
 

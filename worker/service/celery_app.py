@@ -96,6 +96,9 @@ def use_rabbitmq_quorum_queue(app: Celery, settings: Settings) -> None:
         broker_transport_options=rabbitmq_transport_options(),
         task_default_queue_type="quorum",
         worker_detect_quorum_queues=True,
+        # RabbitMQ pushes up to the prefetch window to a connected consumer: a frozen node's share
+        # comes back when the broker misses its heartbeats (the visibility timeout's counterpart).
+        broker_heartbeat=settings.rabbitmq_heartbeat,
     )
     if (settings.broker_url or "").startswith("amqps://"):
         app.conf.broker_use_ssl = rabbitmq_tls_options(settings.broker_url or "", settings.broker_ca_file)
