@@ -26,13 +26,13 @@ import redis
 
 from worker import store as repository
 from worker.broker import is_rabbitmq
+from worker.devtools import rabbitmq
 from worker.devtools.embedded import EmbeddedServers
 from worker.devtools.generate import generate_sedma_matches
 from worker.devtools.runtime import ServiceProcesses
 from worker.ops.verify import verify_ladder
 from worker.policy.ladders import load_ladders
 from worker.producer import producer_app, publish_match
-from worker.service.rabbitmq import rabbitmq_queue_depth
 from worker.settings import DEFAULT_LADDERS_FILE
 from worker.store.migrate import migrate
 
@@ -101,6 +101,8 @@ class Cluster:
         """A client of the event stream's Redis (the broker too, unless the broker is RabbitMQ)."""
         self.published = 0
         self.figures: dict = {"scenario": name}
+        self.rabbit_cluster: rabbitmq.RabbitCluster | None = None
+        """The RabbitMQ cluster of the scenario's own, when its broker is one (for the queue's counts)."""
 
     # -- processes
     def start(self, workers: int = 2, concurrency: int = 1, relay: bool = True) -> Cluster:
@@ -175,9 +177,12 @@ class Cluster:
 
     def broker_state(self) -> dict:
         """Messages of this scenario's queue still in Redis: queued, and reserved but unacknowledged.
-        On RabbitMQ: the queue's ready messages (AMQP does not show reserved ones: ``unacked`` 0)."""
+        On RabbitMQ: ready and unacknowledged, as ``rabbitmqctl`` reports them (on the machine's node,
+        or on ``rabbit_cluster``'s when the scenario runs on a cluster of its own)."""
         if is_rabbitmq(self.broker_url):
-            return {"queued": rabbitmq_queue_depth(self.broker_url, self.queue), "unacked": 0}
+            vhost = urlsplit(self.broker_url.split(";")[0]).path.lstrip("/") or "/"
+            queued, unacked = rabbitmq.queue_counts(vhost, self.queue, self.rabbit_cluster)
+            return {"queued": queued, "unacked": unacked}
         unacked = [json.loads(v) for v in self.redis.hvals("unacked")]
         mine = [u for u in unacked if u[2] == self.queue]
         return {"queued": self.redis.llen(self.queue), "unacked": len(mine),

@@ -122,6 +122,7 @@ def test_killing_the_node_that_leads_the_quorum_queue_loses_no_confirmed_publish
     every client is connected to): every confirmed match is applied exactly once, verify is exact,
     and the events are whole."""
     cluster = cluster_factory("rabbit-leader-kill", broker_url=rabbit_cluster.url)
+    cluster.rabbit_cluster = rabbit_cluster
     cluster.figures["cluster_start_seconds"] = rabbit_cluster.start_seconds
     cluster.start(workers=2)
     matches = cluster.matches(1500, players=200)

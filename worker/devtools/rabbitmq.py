@@ -184,13 +184,16 @@ def vhost(name: str, create: bool = True) -> None:
         run("delete_vhost", name)
 
 
-def queue_counts(vhost_name: str, queue: str) -> tuple[int, int]:
+def queue_counts(vhost_name: str, queue: str, cluster: RabbitCluster | None = None) -> tuple[int, int]:
     """(ready, delivered-but-unacknowledged) messages of ``queue`` in ``vhost_name`` on the machine's
-    node (``rabbitmqctl list_queues``; (0, 0) when the queue does not exist)."""
-    ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
-    out = subprocess.run([ctl, "-q", "list_queues", "-p", vhost_name, "name", "messages_ready",
-                          "messages_unacknowledged", "--no-table-headers"], check=True, capture_output=True,
-                         text=True, timeout=60).stdout
+    node, or on a running node of ``cluster`` (``rabbitmqctl list_queues``; (0, 0) when the queue
+    does not exist)."""
+    args = ["list_queues", "-p", vhost_name, "name", "messages_ready", "messages_unacknowledged", "--no-table-headers"]
+    if cluster is not None:
+        out = cluster.ctl(cluster.running()[0], *args)
+    else:
+        ctl = shutil.which("rabbitmqctl") or "/usr/sbin/rabbitmqctl"
+        out = subprocess.run([ctl, "-q", *args], check=True, capture_output=True, text=True, timeout=60).stdout
     for line in out.splitlines():
         name, ready, unacked = line.split("\t")
         if name == queue:
