@@ -51,6 +51,11 @@ FAULT_SETTINGS = {
 }
 
 
+RABBITMQ_SETTLE = 11.0
+"""Seconds a RabbitMQ queue must look empty in a row before it counts as empty: more than twice
+RabbitMQ's statistics interval (5 s), behind which ``rabbitmqctl list_queues`` counts lag."""
+
+
 def _with_dbname(url: str, dbname: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
 
@@ -165,12 +170,21 @@ class Cluster:
 
     def wait_broker_empty(self, timeout: float = 120.0) -> None:
         """Wait until no message of this scenario is queued or reserved: the redeliveries of
-        messages whose effect had already committed have been processed (and counted) too."""
+        messages whose effect had already committed have been processed (and counted) too.
+
+        On RabbitMQ the counts ``rabbitmqctl`` reports lag the queue (statistics, emitted every
+        few seconds): empty must then hold for :data:`RABBITMQ_SETTLE` seconds in a row."""
         deadline = time.monotonic() + timeout
+        settle = RABBITMQ_SETTLE if is_rabbitmq(self.broker_url) else 0.0
+        empty_since: float | None = None
         while True:
             state = self.broker_state()
             if state["queued"] == 0 and state["unacked"] == 0:
-                return
+                empty_since = empty_since or time.monotonic()
+                if time.monotonic() - empty_since >= settle:
+                    return
+            else:
+                empty_since = None
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.name}: broker not empty after {timeout:.0f} s: {state}")
             time.sleep(0.2)
