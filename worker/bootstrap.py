@@ -66,6 +66,8 @@ def create_app(settings: Settings | None = None) -> Celery:
     # Broker transport: kombu's Redis transport loses a message popped just before a Redis stop;
     # worker.service.transport moves it atomically into an in-flight list first.
     celery_app.use_safe_redis_transport(app, settings)
+    # RabbitMQ (amqp://): a replicated quorum queue, publisher confirms, verified TLS for amqps://.
+    celery_app.use_rabbitmq_quorum_queue(app, settings)
     # Consumer: dead-letters the messages Celery would log and drop (undecodable, unknown task...).
     app.conf.worker_consumer = "worker.service.gate:RatingsConsumer"
     # The rating task, with its strategy: one task per message at batch size 1 (Celery's own

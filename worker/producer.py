@@ -9,7 +9,10 @@ backend installs it with ``pip install 'match-rating-worker[producer]'`` (see th
 
 What goes on the wire (README, "Producers: the wire format"): a Celery protocol 2 task message for
 ``ratings.apply_match`` whose body is ``[[<match JSON>], {}, {<embed>}]``, pushed (``LPUSH``) on the
-Redis list of the queue (``ratings``; a priority puts it on kombu's list for that priority). The
+Redis list of the queue (``ratings``; a priority puts it on kombu's list for that priority), or on
+RabbitMQ (``amqp://``/``amqps://``, :mod:`worker.broker`) published through the default exchange to
+the durable quorum queue of that name (declared if missing), returning only once the broker
+confirmed it (publisher confirms). The
 match JSON is the match's canonical JSON (:meth:`schemas.MatchFinished.canonical_json`) and is
 embedded in the body verbatim: the worker validates exactly those bytes.
 
@@ -37,6 +40,13 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
 from schemas import InvalidMessage, MatchFinished, parse_match_finished
+from worker.broker import (
+    CONFIRM_TIMEOUT,
+    QUORUM_QUEUE_ARGUMENTS,
+    is_rabbitmq,
+    rabbitmq_tls_options,
+    rabbitmq_transport_options,
+)
 
 TASK_NAME = "ratings.apply_match"
 DEFAULT_QUEUE = "ratings"
@@ -151,9 +161,11 @@ class WaitingSentinelTransport(kombu_redis.SentinelTransport):
 
 
 def producer_app(broker_url: str, check_broker: bool = True, wait_replicas: int = 0,
-                 wait_timeout_ms: int = 1000) -> Celery:
+                 wait_timeout_ms: int = 1000, ca_file: str | None = None) -> Celery:
     """A Celery app that can only send: JSON serializer, no result backend, short socket timeouts
-    (:data:`BROKER_SOCKET_TIMEOUTS`).
+    (:data:`BROKER_SOCKET_TIMEOUTS`); on RabbitMQ (``amqp://``/``amqps://``) with publisher confirms,
+    and for ``amqps://`` the server's certificate verified against ``ca_file`` (a PEM CA bundle;
+    ``None``: the system's CAs) and the URL's host.
 
     ``broker_url``: ``redis://``, ``rediss://``, ``unix://``, or ``sentinel://...?master_name=NAME``
     (:mod:`worker.redis_url`: the publish goes to the primary the Sentinels name, and follows a failover).
@@ -162,6 +174,7 @@ def producer_app(broker_url: str, check_broker: bool = True, wait_replicas: int 
     at most ``wait_timeout_ms`` milliseconds (Redis ``WAIT`` on the connection that wrote, in the
     same round trip), else raise :class:`ReplicasNotAcknowledged` from the publish. The strongest
     durability a Redis producer can ask for (see :class:`_WaitForReplicas` for what it does not give).
+    Redis only (a RabbitMQ publish returns once the quorum queue's majority confirmed it).
 
     ``check_broker``: first refuse a Redis that may evict the queue (``maxmemory-policy``
     ``allkeys-*``): raises :class:`worker.broker_durability.EvictingBroker`. A Redis that cannot be
@@ -190,12 +203,19 @@ def producer_app(broker_url: str, check_broker: bool = True, wait_replicas: int 
     app = Celery("ratings-producer", broker=broker_url)
     app.conf.update(task_serializer="json", accept_content=["json"], task_ignore_result=True,
                     broker_transport_options=options, broker_connection_retry=False)
-    if wait_replicas:
+    if wait_replicas and not is_rabbitmq(broker_url):
         from worker.redis_url import keep_rediss_default
 
         options.update(wait_replicas=wait_replicas, wait_timeout_ms=wait_timeout_ms)
         app.conf.broker_transport = f"worker.producer:Waiting{'Sentinel' if sentinel else ''}Transport"
         keep_rediss_default(app, broker_url)
+    if is_rabbitmq(broker_url):
+        # task_default_queue_type: a plain send_task declares the queue as the workers do (a quorum
+        # queue); RabbitMQ refuses a declaration whose arguments differ from the queue's.
+        app.conf.update(broker_transport_options=rabbitmq_transport_options(), task_default_queue_type="quorum",
+                        broker_connection_timeout=BROKER_SOCKET_TIMEOUTS["socket_connect_timeout"])
+        if broker_url.startswith("amqps://"):
+            app.conf.broker_use_ssl = rabbitmq_tls_options(broker_url, ca_file)
     return app
 
 
@@ -295,7 +315,24 @@ def _refuse_tls(exc: BaseException, task_id: str) -> None:
 
 def _connection_errors(app: Celery) -> tuple[type[BaseException], ...]:
     with app.connection_for_write() as conn:
-        return tuple(conn.connection_errors)
+        errors = tuple(conn.connection_errors)
+    if is_rabbitmq(app.conf.broker_url):
+        from amqp.exceptions import MessageNacked
+
+        # a publish the broker refused (nack) or did not confirm within CONFIRM_TIMEOUT
+        errors += (MessageNacked, TimeoutError)
+    return errors
+
+
+def _rabbitmq_options(app: Celery, queue: str) -> dict[str, Any]:
+    """Publish options on RabbitMQ: declare the quorum queue (once per connection; again after a
+    reconnect) and wait at most :data:`CONFIRM_TIMEOUT` for the broker's confirm. Empty on Redis."""
+    if not is_rabbitmq(app.conf.broker_url):
+        return {}
+    from kombu import Exchange, Queue
+
+    rating_queue = Queue(queue, Exchange(""), routing_key=queue, durable=True, queue_arguments=QUORUM_QUEUE_ARGUMENTS)
+    return {"declare": [rating_queue], "confirm_timeout": CONFIRM_TIMEOUT}
 
 
 def publish_body(app: Celery, argument: bytes, queue: str = DEFAULT_QUEUE, producer: Any = None,
@@ -304,11 +341,15 @@ def publish_body(app: Celery, argument: bytes, queue: str = DEFAULT_QUEUE, produ
     (embedded verbatim, :func:`task_body`) on ``queue``; return its task id.
 
     Pushed on the queue's list through the default exchange (no binding lookup); ``priority``
-    (0..9, kombu's Redis order: 0 first) picks kombu's priority list. Raises
-    :class:`BrokerUnavailable` when the broker stays unreachable through :data:`PUBLISH_RETRY_POLICY`.
+    (0..9, kombu's Redis order: 0 first) picks kombu's priority list. On RabbitMQ, returns once the
+    broker confirmed the message (the quorum queue's majority has it); a priority is carried but
+    not ordered by (quorum queues on RabbitMQ < 4.0 are FIFO). Raises :class:`BrokerUnavailable`
+    when the broker stays unreachable through :data:`PUBLISH_RETRY_POLICY`, refuses the message
+    (nack) or does not confirm it within :data:`worker.broker.CONFIRM_TIMEOUT` seconds.
     """
     task_id = task_id or str(uuid.uuid4())
-    options = {"priority": priority} if priority is not None else {}
+    options: dict[str, Any] = {"priority": priority} if priority is not None else {}
+    options.update(_rabbitmq_options(app, queue))
     try:
         with app.producer_or_acquire(producer) as p:
             p.publish(

@@ -12,6 +12,8 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from worker.broker import AMQP_SCHEMES, REDIS_SCHEMES, is_rabbitmq
+
 DEFAULT_LADDERS_FILE = Path(__file__).with_name("ladders.toml")
 
 
@@ -35,9 +37,38 @@ class Settings(BaseSettings):
     )
     broker_url: str | None = Field(
         default=None,
-        description="Redis URL for the Celery broker and the event stream (rediss:// for TLS; "
-        "sentinel://host:26379?master_name=NAME;sentinel://host2:26379 through Redis Sentinel). "
-        "Unset: the demo and the tests start an embedded Redis-compatible server.",
+        description="Celery broker URL, which also chooses the broker: Redis (redis://, rediss:// for "
+        "TLS, sentinel://host:26379?master_name=NAME;sentinel://host2:26379 through Redis Sentinel; "
+        "then also the event stream's Redis unless RATINGS_EVENTS_REDIS_URL is set) or RabbitMQ "
+        "(amqp://, amqps:// for TLS: quorum queues, publisher confirms). Unset: the demo and the tests "
+        "start an embedded Redis-compatible server.",
+    )
+    events_redis_url: str | None = Field(
+        default=None,
+        description="Redis URL of the rating-changed event stream (outbox relay, consumers, doctor, "
+        "metrics). Unset: RATINGS_BROKER_URL when that is a Redis URL; required when the broker is "
+        "RabbitMQ (the demo then starts an embedded Redis for the events).",
+    )
+    broker_ca_file: str | None = Field(
+        default=None,
+        description="amqps:// broker only: PEM file of the CA that signed the RabbitMQ server's "
+        "certificate (unset: the system's trusted CAs). The certificate must also name the URL's host.",
+    )
+    rabbitmq_heartbeat: int = Field(
+        default=30, ge=5, le=600,
+        description="RabbitMQ broker only: AMQP heartbeat of the worker's broker connection, in "
+        "seconds. A worker node that stops answering (host paused or frozen, network cut) keeps its "
+        "connection, and the messages RabbitMQ pushed to it stay reserved, until the broker misses "
+        "its heartbeats (about two intervals): then they are redelivered. The RabbitMQ counterpart "
+        "of RATINGS_VISIBILITY_TIMEOUT.",
+    )
+    rabbitmq_consumer_timeout: float = Field(
+        default=1800.0, gt=0,
+        description="RabbitMQ broker only: the broker's consumer_timeout in seconds, as configured on "
+        "the server (rabbitmq.conf `consumer_timeout`, in ms there; RabbitMQ's default 30 min). The "
+        "broker closes the channel of a consumer holding a message unacknowledged longer, and every "
+        "message it holds is redelivered; checked at start against how long a worker may hold one. "
+        "AMQP does not expose the server's value: set this to what the server runs with.",
     )
     publish_wait_replicas: int = Field(
         default=0, ge=0, le=16,
@@ -56,7 +87,8 @@ class Settings(BaseSettings):
         default=DEFAULT_LADDERS_FILE,
         description="TOML file mapping each ladder name to its rating policy.",
     )
-    queue: str = Field(default="ratings", description="Celery queue (a Redis list) of match-finished tasks.")
+    queue: str = Field(default="ratings", description="Celery queue of match-finished tasks (a Redis "
+                       "list; on RabbitMQ a durable quorum queue).")
     stream: str = Field(
         default="ratings.rating-changed", description="Redis Stream the outbox relay publishes to."
     )
@@ -197,14 +229,21 @@ class Settings(BaseSettings):
 
     @field_validator("broker_url")
     @classmethod
-    def _redis_url(cls, value: str | None) -> str | None:
-        if value and not value.startswith(("redis://", "rediss://", "unix://", "sentinel://")):
+    def _broker_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(REDIS_SCHEMES + AMQP_SCHEMES):
             raise ValueError(f"RATINGS_BROKER_URL={_scheme_only(value)} must be a Redis URL "
-                             "(redis://host:6379/0, rediss:// for TLS, sentinel://host:26379?master_name=NAME)")
-        if value and value.startswith("sentinel://"):
-            from worker.redis_url import parse_sentinel_url
+                             "(redis://host:6379/0, rediss:// for TLS, sentinel://host:26379?master_name=NAME) "
+                             "or a RabbitMQ URL (amqp://user:password@host:5672/vhost, amqps:// for TLS)")
+        _check_sentinel_url(value)
+        return value
 
-            parse_sentinel_url(value)  # raises InvalidSentinelUrl (a ValueError) with what to add
+    @field_validator("events_redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(REDIS_SCHEMES):
+            raise ValueError(f"RATINGS_EVENTS_REDIS_URL={_scheme_only(value)} must be a Redis URL "
+                             "(redis://host:6379/0, rediss:// for TLS, sentinel://host:26379?master_name=NAME)")
+        _check_sentinel_url(value)
         return value
 
     @model_validator(mode="after")
@@ -225,7 +264,37 @@ class Settings(BaseSettings):
                     f"RATINGS_BATCH_SIZE > 1: a buffered message waits for the batch before its own, and "
                     f"Redis would redeliver it meanwhile; raise the visibility timeout or lower the time limit"
                 )
+        if self.broker_is_rabbitmq and self.rabbitmq_consumer_timeout <= self.longest_hold:
+            raise ValueError(
+                f"RATINGS_RABBITMQ_CONSUMER_TIMEOUT ({self.rabbitmq_consumer_timeout:g} s, the broker's "
+                f"consumer_timeout) must exceed the longest a worker holds a message unacknowledged "
+                f"({self.longest_hold:g} s: the batch before its own and its own, each within "
+                f"RATINGS_TASK_TIME_LIMIT, plus deferrals, a quarter of RATINGS_VISIBILITY_TIMEOUT), or "
+                f"RabbitMQ closes the worker's channel and redelivers everything it holds; raise "
+                f"consumer_timeout on the broker (and this setting with it) or lower the time limit"
+            )
         return self
+
+    @property
+    def broker_is_rabbitmq(self) -> bool:
+        """True when ``broker_url`` is a RabbitMQ (AMQP 0-9-1) URL: ``amqp://`` or ``amqps://``."""
+        return is_rabbitmq(self.broker_url)
+
+    @property
+    def events_url(self) -> str | None:
+        """The Redis URL of the event stream: ``events_redis_url``, else ``broker_url`` when that is
+        Redis; ``None`` when neither is set (or the broker is RabbitMQ and no events Redis is set)."""
+        if self.events_redis_url:
+            return self.events_redis_url
+        return None if self.broker_is_rabbitmq else self.broker_url
+
+    @property
+    def longest_hold(self) -> float:
+        """Most seconds a worker holds a reserved message unacknowledged: one time limit (two
+        with batching: the batch before its own, plus the flush interval), plus deferrals (held
+        a quarter of ``visibility_timeout`` in all, :mod:`worker.service.deferral`)."""
+        runs = self.task_time_limit if self.batch_size == 1 else 2 * self.task_time_limit + self.batch_flush_interval
+        return runs + self.visibility_timeout / 4
 
     @property
     def session_database_url(self) -> str | None:
@@ -240,6 +309,15 @@ class Settings(BaseSettings):
         if self.batch_size == 1:
             return self.prefetch_multiplier
         return max(self.prefetch_multiplier, 2 * self.batch_size)
+
+
+def _check_sentinel_url(value: str | None) -> None:
+    """Raise :class:`worker.redis_url.InvalidSentinelUrl` (a ``ValueError``) naming what to add when
+    ``value`` is a malformed ``sentinel://`` URL."""
+    if value and value.startswith("sentinel://"):
+        from worker.redis_url import parse_sentinel_url
+
+        parse_sentinel_url(value)
 
 
 def _scheme_only(url: str) -> str:

@@ -59,5 +59,5 @@ def tls_refusal(exc: BaseException, setting: str) -> str | None:
                "names (its subjectAltName) in the URL, or have the certificate reissued with this host in it")
     else:
         fix = ("the server's certificate is not signed by the CA the URL trusts: point the URL at the CA that "
-               "signed it (PostgreSQL: sslrootcert=, Redis: ssl_ca_certs=)")
+               "signed it (PostgreSQL: sslrootcert=, Redis: ssl_ca_certs=, RabbitMQ: RATINGS_BROKER_CA_FILE)")
     return f"{setting}: TLS certificate refused ({reason}): {fix} ({type(exc).__name__}: {str(exc).strip()[:300]})"

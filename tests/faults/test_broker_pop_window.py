@@ -20,7 +20,7 @@ from kombu.transport import redis as kombu_redis
 from worker.devtools.embedded import EmbeddedServers
 from worker.service import transport
 
-pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.redis_broker, pytest.mark.faults, pytest.mark.timeout(120)]  # tests the Redis broker itself: not run on the RabbitMQ pass
 
 QUEUE = "ratings-pop-window"
 

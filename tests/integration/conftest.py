@@ -1,7 +1,8 @@
 """Real servers and real worker processes for the integration tests.
 
 PostgreSQL and Redis: the servers named by ``RATINGS_DATABASE_URL`` / ``RATINGS_BROKER_URL`` when
-set (CI), embedded ones otherwise. Each test session gets its own database (created and dropped
+set (CI), embedded ones otherwise; with ``RATINGS_TEST_BROKER=rabbitmq`` the broker is a RabbitMQ
+virtual host of the session's own and the event stream stays on Redis (``tests/conftest.py``). Each test session gets its own database (created and dropped
 here), its own Celery queue and its own stream, so a shared server is not disturbed. Workers and
 the relay are real processes started with ``python -m worker``.
 """
@@ -19,6 +20,7 @@ import psycopg
 import pytest
 import redis
 
+from worker.broker import is_rabbitmq
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.settings import get_settings
 from worker.store.migrate import migrate
@@ -38,7 +40,7 @@ class Env:
     """Handles of one integration session: URLs, names, a Redis client and the processes."""
 
     def __init__(self, database_url: str, broker_url: str, queue: str, stream: str, procs: ServiceProcesses,
-                 direct_database_url: str | None = None):
+                 direct_database_url: str | None = None, events_url: str | None = None):
         self.database_url = database_url
         self.direct_database_url = direct_database_url or database_url
         """The session database without PgBouncer (the same as ``database_url`` unless the run goes
@@ -47,7 +49,26 @@ class Env:
         self.queue = queue
         self.stream = stream
         self.procs = procs
-        self.redis = redis.Redis.from_url(broker_url, decode_responses=True)
+        self.events_url = events_url or broker_url
+        self.redis = redis.Redis.from_url(self.events_url, decode_responses=True)
+        """A client of the event stream's Redis (the broker too, unless the broker is RabbitMQ)."""
+
+    @property
+    def rabbitmq(self) -> bool:
+        """True on the RabbitMQ pass (the broker is a RabbitMQ virtual host)."""
+        return is_rabbitmq(self.broker_url)
+
+    def broker_messages(self, queue: str | None = None) -> tuple[int, int]:
+        """(queued, reserved-but-unacknowledged) messages of ``queue`` (default: the session's) on
+        the broker: Redis's lists and ``unacked`` hash, or RabbitMQ's own counts (rabbitmqctl)."""
+        queue = queue or self.queue
+        if self.rabbitmq:
+            from worker.devtools.rabbitmq import queue_counts
+
+            return queue_counts(urlsplit(self.broker_url).path.lstrip("/"), queue)
+        from worker.ops.doctor import queue_depth
+
+        return queue_depth(redis.Redis.from_url(self.broker_url), queue)
 
     def connect(self) -> psycopg.Connection:
         """A new autocommit connection to the session's database."""
@@ -66,7 +87,7 @@ class Env:
 
 
 @pytest.fixture(scope="session")
-def env(servers, pgbouncer, tmp_path_factory) -> Iterator[Env]:
+def env(servers, events_redis_url, pgbouncer, tmp_path_factory) -> Iterator[Env]:
     """A migrated database of this session's own, two worker nodes and one relay, all running
     (through PgBouncer in transaction mode when ``RATINGS_TEST_PGBOUNCER=1``)."""
     admin_url, broker_url = servers
@@ -82,6 +103,7 @@ def env(servers, pgbouncer, tmp_path_factory) -> Iterator[Env]:
         "RATINGS_DATABASE_URL": database_url,
         "RATINGS_DIRECT_DATABASE_URL": direct_url,
         "RATINGS_BROKER_URL": broker_url,
+        "RATINGS_EVENTS_REDIS_URL": events_redis_url,
         "RATINGS_QUEUE": queue,
         "RATINGS_STREAM": stream,
     }
@@ -92,7 +114,7 @@ def env(servers, pgbouncer, tmp_path_factory) -> Iterator[Env]:
     procs.start_worker("w1", concurrency=1)
     procs.start_worker("w2", concurrency=1)
     procs.start_relay()
-    handle = Env(database_url, broker_url, queue, stream, procs, direct_url)
+    handle = Env(database_url, broker_url, queue, stream, procs, direct_url, events_redis_url)
     try:
         yield handle
     finally:

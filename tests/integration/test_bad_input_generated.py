@@ -71,4 +71,4 @@ def test_each_generated_message_ends_exactly_once_and_valid_ones_keep_flowing(cl
             raw = conn.execute("SELECT raw_body FROM dead_letters WHERE task_id = %s", (bad_id,)).fetchone()[0]
             expected = message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
             assert raw == expected.replace("\x00", "\\u0000") or "\x00" in expected
-    assert clean.redis.llen(clean.queue) == 0
+    assert clean.broker_messages()[0] == 0

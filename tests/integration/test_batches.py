@@ -187,14 +187,11 @@ def test_messages_queued_while_the_workers_are_stopped_are_applied_in_batches(cl
     counts = clean.wait_drained(len(messages), timeout=180)
     assert (counts.applied, counts.duplicates, counts.dead_letters) == (280, 10, 10)
     assert run_cli(clean, "verify", "--ladder", "sedma").returncode == 0
-    # every message was acknowledged (in bulk): nothing of this queue is left unacknowledged in Redis
-    def mine_unacked():
-        return [u for u in map(json.loads, clean.redis.hvals("unacked")) if u[2] == clean.queue]
-
+    # every message was acknowledged (in bulk on Redis): nothing of this queue is left queued or unacknowledged
     deadline = time.monotonic() + 15  # the acks follow the last commit by a moment
-    while mine_unacked() and time.monotonic() < deadline:
+    while clean.broker_messages() != (0, 0) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert mine_unacked() == []
+    assert clean.broker_messages() == (0, 0)
     matches_after, transactions_after = batch_metrics()
     assert matches_after - matches_before == 280
     assert transactions_after - transactions_before < 280 / 2, "the matches were not applied in batches"

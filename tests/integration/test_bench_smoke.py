@@ -27,6 +27,7 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
         [sys.executable, "-m", "worker", "bench", "--matches", "200", "--workers", "1", "--ledger-size", "2000",
          "--ledger-players", "200", "--engine-matches", "5000", "--repeats", "1", "--players", "5000",
          "--hot-lock-seconds", "1", "--durability-matches", "200", "--durability-rounds", "1",
+         "--producer-matches", "50",
          "--output", str(output)],
         env=env, capture_output=True, text=True, timeout=280,
     )
@@ -78,6 +79,10 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     for run in service["runs"]:  # nothing lost, nothing dead-lettered, verify exact
         if not run["kind"].startswith("noop"):
             assert run["applied"] == run["messages"] and run["dead_letters"] == 0 and run["verify_ok"]
+
+    # the producer helper's publishes per second on the session's Redis (RabbitMQ rows: test_rabbitmq.py)
+    [producer] = results["producers"]
+    assert producer["broker"] == "redis" and producer["messages"] == 50 and producer["per_s"] > 0
 
     ledger = results["ledger"]
     assert [s["matches"] for s in ledger["sizes"]] == [200, 600, 2000]

@@ -31,7 +31,8 @@ def _with_dbname(url: str, dbname: str) -> str:
 class Scenario:
     """A database, queue and stream of one test, and its worker/relay processes."""
 
-    def __init__(self, admin_url: str, broker_url: str, tmp: Path, migrated: bool = True):
+    def __init__(self, admin_url: str, broker_url: str, tmp: Path, migrated: bool = True,
+                 events_url: str | None = None):
         suffix = uuid.uuid4().hex[:10]
         self.admin_url = admin_url
         self.dbname = f"ratings_env_{suffix}"
@@ -45,7 +46,8 @@ class Scenario:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RATINGS_")}
         self.env.update(RATINGS_DATABASE_URL=self.database_url, RATINGS_DIRECT_DATABASE_URL=self.database_url,
                         RATINGS_BROKER_URL=broker_url, RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream,
-                        RATINGS_BATCH_SIZE="1")
+                        RATINGS_BATCH_SIZE="1", RATINGS_EVENTS_REDIS_URL=events_url or broker_url)
+        self.events_url = events_url or broker_url
         self.log_dir = tmp / "logs"
         self.procs = ServiceProcesses(self.env, self.log_dir)
         self.app = producer_app(broker_url)
@@ -75,18 +77,18 @@ class Scenario:
         self.procs.stop_all()
         import redis
 
-        client = redis.Redis.from_url(self.broker_url)
+        client = redis.Redis.from_url(self.events_url)  # the broker too, unless it is RabbitMQ (vhost removed at the end)
         client.delete(self.queue, self.stream, f"_kombu.binding.{self.queue}")
         with psycopg.connect(self.admin_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
 
 
 @pytest.fixture
-def scenario(servers, tmp_path) -> Iterator:
+def scenario(servers, events_redis_url, tmp_path) -> Iterator:
     made: list[Scenario] = []
 
     def make(**kwargs) -> Scenario:
-        s = Scenario(servers[0], servers[1], tmp_path, **kwargs)
+        s = Scenario(servers[0], servers[1], tmp_path, events_url=events_redis_url, **kwargs)
         made.append(s)
         return s
 
@@ -247,6 +249,7 @@ def test_a_url_of_the_wrong_kind_names_its_variable(scenario):
     assert "secret" not in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.redis_broker
 def test_publishing_into_an_evicting_redis_is_refused_and_doctor_reports_it(scenario, tmp_path):
     """Issue 14: allkeys-lru with maxmemory 4mb evicted the queue; publishing is refused now."""
     import redis

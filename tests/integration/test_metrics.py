@@ -100,7 +100,8 @@ def test_relay_readiness_fails_when_the_broker_is_unreachable_and_when_the_outbo
 
     from worker.devtools.runtime import ServiceProcesses
 
-    procs = ServiceProcesses(dict(os.environ, RATINGS_BROKER_URL="redis://127.0.0.1:1/0"), tmp_path / "a")
+    procs = ServiceProcesses(dict(os.environ, RATINGS_BROKER_URL="redis://127.0.0.1:1/0",
+                                  RATINGS_EVENTS_REDIS_URL="redis://127.0.0.1:1/0"), tmp_path / "a")
     lagging = ServiceProcesses(dict(os.environ, RATINGS_RELAY_MAX_LAG="1", RATINGS_STREAM=env.stream + "-lag"),
                                tmp_path / "b")
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis_broker]  # tests the Redis broker itself: not run on the RabbitMQ pass
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 MATCHES = 1000

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis_broker]  # tests the Redis broker itself: not run on the RabbitMQ pass
 
 # The match as the game server writes it: any spacing, any key order.
 MATCH = ('{"schema_version": 1, "match_id": "raw-1", "ladder": "elo", "finished_at": "2026-05-01T12:00:00Z", '

@@ -20,7 +20,7 @@ import redis
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.producer import producer_app, publish_match
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis_broker]  # tests the Redis broker itself: not run on the RabbitMQ pass
 
 ACL_FILE = Path(__file__).resolve().parents[2] / "deploy" / "redis-acl.conf"
 

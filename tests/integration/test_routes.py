@@ -23,7 +23,7 @@ from kombu import Connection
 from worker.ops.doctor import queue_depth
 from worker.producer import producer_app, publish_body, publish_match
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis_broker]  # tests the Redis broker itself: not run on the RabbitMQ pass
 
 
 def match(match_id: str, a: str, b: str, outcome: str = "side_a_won", ladder: str = "elo",

@@ -912,3 +912,73 @@ def test_every_referenced_secret_key_is_documented():
     readme = DEPLOY_README.read_text()
     for key in sorted(keys):
         assert f"`{key}`" in readme, f"secret key {key} is not documented in deploy/README.md"
+
+
+# ---------------------------------------------------------------------------------------------
+# The RabbitMQ overlay (deploy/k8s-rabbitmq): the base with KEDA's rabbitmq scaler
+# ---------------------------------------------------------------------------------------------
+
+RABBITMQ_OVERLAY = K8S.parent / "k8s-rabbitmq"
+# KEDA's rabbitmq-queue scaler (keda.sh/docs/2.x/scalers/rabbitmq-queue): trigger metadata and the
+# parameters it takes from a TriggerAuthentication.
+RABBITMQ_TRIGGER_METADATA = {
+    "type": "object",
+    "required": ["queueName", "mode", "value"],
+    "additionalProperties": False,
+    "properties": {
+        **{key: {"type": "string"} for key in ("host", "hostFromEnv", "usernameFromEnv", "passwordFromEnv",
+                                               "queueName", "vhostName", "operation", "timeout")},
+        "protocol": {"enum": ["amqp", "http", "auto"]},
+        "mode": {"enum": ["QueueLength", "MessageRate"]},
+        "value": {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?$"},
+        "activationValue": {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?$"},
+        "useRegex": {"enum": ["true", "false"]},
+        "unsafeSsl": {"enum": ["true", "false"]},
+    },
+}
+RABBITMQ_AUTH_PARAMETERS = {"host", "username", "password", "tls", "ca", "cert", "key", "keyPassword"}
+
+
+def _rabbitmq_overlay_objects() -> list[dict]:
+    """The overlay applied by hand: its KEDA objects replace the base's triggers and secret refs
+    (lists of custom resources are replaced by a strategic merge), its JSON patches add an env entry."""
+    overlay = yaml.safe_load((RABBITMQ_OVERLAY / "kustomization.yaml").read_text())
+    assert overlay["resources"] == ["../k8s"]
+    objects = json.loads(json.dumps(_base_objects()))
+    for patch in overlay["patches"]:
+        if "path" in patch:
+            for doc in _yaml_docs(RABBITMQ_OVERLAY / patch["path"]):
+                [target] = [o for o in objects if o["kind"] == doc["kind"]
+                            and o["metadata"]["name"] == doc["metadata"]["name"]]
+                target["spec"].update(doc["spec"])
+        else:
+            [target] = [o for o in objects if o["kind"] == patch["target"]["kind"]
+                        and o["metadata"]["name"] == patch["target"]["name"]]
+            for op in yaml.safe_load(patch["patch"]):
+                assert op["op"] == "add" and op["path"] == "/spec/template/spec/containers/0/env/-"
+                target["spec"]["template"]["spec"]["containers"][0]["env"].append(op["value"])
+    return objects
+
+
+def test_the_rabbitmq_overlay_scales_on_the_quorum_queue_and_gives_the_events_redis():
+    """deploy/k8s-rabbitmq: one rabbitmq trigger on RATINGS_QUEUE (KEDA's documented fields), its
+    TriggerAuthentication takes the AMQP URL from the Secret, worker and relay get RATINGS_EVENTS_REDIS_URL."""
+    objects = _rabbitmq_overlay_objects()
+    [scaled] = [o for o in objects if o["kind"] == "ScaledObject"]
+    _keda_validate(scaled, SCALED_OBJECT_SCHEMA)
+    [trigger] = scaled["spec"]["triggers"]
+    assert trigger["type"] == "rabbitmq"
+    jsonschema.validate(trigger["metadata"], RABBITMQ_TRIGGER_METADATA)
+    assert trigger["metadata"]["queueName"] == _config()["RATINGS_QUEUE"]
+    assert trigger["metadata"]["protocol"] == "amqp" and trigger["metadata"]["mode"] == "QueueLength"
+    [auth] = [o for o in objects if o["kind"] == "TriggerAuthentication"
+              and o["metadata"]["name"] == trigger["authenticationRef"]["name"]]
+    _keda_validate(auth, TRIGGER_AUTHENTICATION_SCHEMA)
+    assert {ref["parameter"] for ref in auth["spec"]["secretTargetRef"]} <= RABBITMQ_AUTH_PARAMETERS
+    for name in ("ratings-worker", "ratings-relay"):
+        [deployment] = [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == name]
+        env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["RATINGS_EVENTS_REDIS_URL"]["valueFrom"]["secretKeyRef"] == {"name": "ratings-urls",
+                                                                               "key": "events-redis-url"}
+    with pytest.raises(jsonschema.ValidationError):  # the metadata schema is not a pass-through
+        jsonschema.validate({**trigger["metadata"], "queuename": "x"}, RABBITMQ_TRIGGER_METADATA)

@@ -40,13 +40,23 @@ def schema_problem(url: str) -> str | None:
         return None
 
 
-def refuse_tls_problems(database_url: str | None, broker_url: str | None) -> None:
-    """Exit 2 with one line when the database's or the broker's TLS certificate is refused
+def refuse_tls_problems(database_url: str | None, broker_url: str | None, events_url: str | None = None) -> None:
+    """Exit 2 with one line per refused TLS certificate of the database, the broker (Redis or an
+    ``amqps://`` RabbitMQ, verified against ``RATINGS_BROKER_CA_FILE``) and the event stream's Redis
     (:func:`worker.tls.tls_refusal`: a mismatch or an untrusted CA never heals by retrying); any
     other connection error is left to the service's own retries."""
     from worker.redis_url import redis_client
     from worker.store.connection import DatabaseError, connect
     from worker.tls import tls_refusal
+
+    def redis_problem(url: str, setting: str) -> str | None:
+        try:
+            client = redis_client(url, socket_connect_timeout=5, socket_timeout=5)
+            client.ping()
+            client.close()
+        except Exception as exc:  # noqa: BLE001  # any client error: only a TLS refusal stops the start
+            return tls_refusal(exc, setting)
+        return None
 
     problems = []
     if database_url:
@@ -54,13 +64,17 @@ def refuse_tls_problems(database_url: str | None, broker_url: str | None) -> Non
             connect(database_url, autocommit=True, connect_timeout=10).close()
         except DatabaseError as exc:
             problems.append(tls_refusal(exc, "RATINGS_DATABASE_URL"))
-    if broker_url:
+    if broker_url and broker_url.startswith("amqps://"):
+        from worker.service.rabbitmq import connect_once
+
         try:
-            client = redis_client(broker_url, socket_connect_timeout=5, socket_timeout=5)
-            client.ping()
-            client.close()
-        except Exception as exc:  # noqa: BLE001  # any client error: only a TLS refusal stops the start
+            connect_once(broker_url, get_settings().broker_ca_file)
+        except Exception as exc:  # noqa: BLE001  # as above
             problems.append(tls_refusal(exc, "RATINGS_BROKER_URL"))
+    elif broker_url and not broker_url.startswith("amqp://"):
+        problems.append(redis_problem(broker_url, "RATINGS_BROKER_URL"))
+    if events_url and events_url != broker_url:
+        problems.append(redis_problem(events_url, "RATINGS_EVENTS_REDIS_URL"))
     for problem in filter(None, problems):
         err.print(f"[red]refused[/red]: {problem}", markup=True, highlight=False)
     if any(problems):
@@ -81,6 +95,28 @@ def require_broker_url() -> str:
         err.print("[red]RATINGS_BROKER_URL is not set[/red] (only `ratings demo` starts embedded servers).")
         raise typer.Exit(2)
     return url
+
+
+def require_events_url() -> str:
+    """The event stream's Redis URL (``RATINGS_EVENTS_REDIS_URL``, else a Redis ``RATINGS_BROKER_URL``);
+    print why and exit 2 when there is none."""
+    url = get_settings().events_url
+    if not url:
+        err.print("[red]RATINGS_EVENTS_REDIS_URL is not set[/red]: the broker is RabbitMQ, and the events "
+                  "go to a Redis Stream; set it to that Redis's URL (redis://host:6379/0).")
+        raise typer.Exit(2)
+    return url
+
+
+def cli_producer_app():
+    """A producer app (:func:`worker.producer.producer_app`) for ``RATINGS_BROKER_URL``, verifying an
+    ``amqps://`` broker against ``RATINGS_BROKER_CA_FILE`` and, on Redis, waiting for
+    ``RATINGS_PUBLISH_WAIT_REPLICAS``; exit 2 when the URL is not set."""
+    from worker.producer import producer_app
+
+    settings = get_settings()
+    return producer_app(require_broker_url(), wait_replicas=settings.publish_wait_replicas,
+                        wait_timeout_ms=settings.publish_wait_timeout_ms, ca_file=settings.broker_ca_file)
 
 
 def configured_policies():

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from worker import store as repository
-from worker.cli.common import console, err, require_broker_url, require_database_url, who_asks
+from worker.cli.common import cli_producer_app, console, err, require_database_url, who_asks
 from worker.settings import get_settings
 from worker.store.connection import connect
 
@@ -81,11 +81,10 @@ def dead_letters_requeue(
     refused) is never requeued: it would have to be unpickled.
     """
     from worker.ops.requeue import RequeueRefused, requeue_body
-    from worker.producer import producer_app, publish_body
+    from worker.producer import publish_body
 
     settings = get_settings()
-    papp = producer_app(require_broker_url(), wait_replicas=settings.publish_wait_replicas,
-                        wait_timeout_ms=settings.publish_wait_timeout_ms)
+    papp = cli_producer_app()
     failed = False
     with connect(require_database_url(), autocommit=True) as conn:
         for dead_letter_id in ids:

@@ -27,6 +27,8 @@ def bench(
     main_workers: Annotated[Optional[int], typer.Option(help="Worker processes of the headline, half-load and hot-player runs (default: the listed count closest to the CPU count).", min=1)] = None,
     publishers: Annotated[int, typer.Option(help="Publisher processes (pre-encoded messages pipelined to Redis).", min=1, max=64)] = 2,
     players: Annotated[int, typer.Option(help="Players the generated matches draw from (uniformly).", min=10)] = 100_000,
+    producer_matches: Annotated[int, typer.Option(help="Publishes per broker of the producer-helper part (0: skip it).", min=0)] = 2000,
+    rabbitmq_url: Annotated[Optional[str], typer.Option(help="RabbitMQ (amqp://) of the producer-helper part, with and without publisher confirms (default: RATINGS_BROKER_URL when it is one).")] = None,
     hot_lock_seconds: Annotated[float, typer.Option(help="Seconds hot00's row is held locked mid-run in a second hot-player run, beside the run without the lock (0: skip it).", min=0, max=600)] = 10.0,
     soak_matches: Annotated[int, typer.Option(help="Extra full-load run at the main worker count, for worker memory (e.g. 200000).", min=0)] = 0,
     ledger_size: Annotated[int, typer.Option(help="Matches of the generated ledger that verify replays (timed at 10, 30 and 100 %).", min=0)] = 1_000_000,
@@ -59,6 +61,7 @@ def bench(
         raise typer.Exit(2)
     config = BenchConfig(
         matches=matches, workers=counts, main_workers=main_workers, publishers=publishers, players=players, soak_matches=soak_matches,
+        producer_matches=producer_matches, rabbitmq_url=rabbitmq_url,
         ledger_size=ledger_size, ledger_players=ledger_players, engine_matches=engine_matches, repeats=repeats,
         skip_engine=skip_engine, skip_service=skip_service, skip_ledger=skip_ledger, skip_scaling=skip_scaling,
         seed=seed, output=output, hot_lock_seconds=hot_lock_seconds, durability_matches=durability_matches,

@@ -32,10 +32,10 @@ def import_log(
     as a match. The whole file is checked first: a bad row is reported with its row number and
     reason, and nothing is published unless --good-rows-only. Re-importing the log, or the log
     with rows added at the end, rates each match once."""
-    from worker.cli.common import require_broker_url as _broker_url
+    from worker.cli.common import cli_producer_app
     from worker.cli.common import require_known_ladder as _known_ladder
     from worker.ops.importer import Columns, LogFileError, plan_import
-    from worker.producer import producer_app, publish_match
+    from worker.producer import publish_match
 
     _known_ladder(ladder)
     try:
@@ -56,8 +56,7 @@ def import_log(
                   "(fix them, or pass --good-rows-only)")
         raise typer.Exit(1)
     settings = get_settings()
-    app = producer_app(_broker_url(), wait_replicas=settings.publish_wait_replicas,
-                       wait_timeout_ms=settings.publish_wait_timeout_ms)
+    app = cli_producer_app()
     with app.producer_or_acquire() as producer:
         for _, match in plan.matches:
             publish_match(app, match, queue=settings.queue, producer=producer)

@@ -71,7 +71,11 @@ def main() -> None:
     except DatabaseUnreachable as exc:
         err.print(f"[red]database unreachable[/red]: {str(exc).strip().splitlines()[0]} (check RATINGS_DATABASE_URL)")
         raise SystemExit(2) from None
-    except (redis.ConnectionError, kombu.exceptions.OperationalError) as exc:
+    except redis.ConnectionError as exc:
+        err.print(f"[red]Redis unreachable[/red]: {exc} (check RATINGS_BROKER_URL, or RATINGS_EVENTS_REDIS_URL "
+                  "when the broker is RabbitMQ)")
+        raise SystemExit(2) from None
+    except kombu.exceptions.OperationalError as exc:
         err.print(f"[red]broker unreachable[/red]: {exc} (check RATINGS_BROKER_URL)")
         raise SystemExit(2) from None
     except pydantic.ValidationError as exc:

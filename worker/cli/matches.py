@@ -8,18 +8,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from worker.cli.common import console, err, require_broker_url
+from worker.cli.common import cli_producer_app, console, err
 from worker.settings import get_settings
 
 
 def _publish_all(matches, total: int | None, label: str) -> int:
     from rich.progress import Progress
 
-    from worker.producer import producer_app, publish_match
+    from worker.producer import publish_match
 
     settings = get_settings()
-    papp = producer_app(require_broker_url(), wait_replicas=settings.publish_wait_replicas,
-                        wait_timeout_ms=settings.publish_wait_timeout_ms)
+    papp = cli_producer_app()
     n = 0
     with Progress(console=err, transient=False) as progress, papp.producer_or_acquire() as producer:
         task = progress.add_task(label, total=total)

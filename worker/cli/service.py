@@ -16,6 +16,7 @@ from worker.cli.common import (
     err,
     require_broker_url,
     require_database_url,
+    require_events_url,
     require_session_database_url,
 )
 from worker.settings import get_settings
@@ -58,7 +59,7 @@ def worker(
     from worker.cli.common import refuse_tls_problems, schema_problem
 
     url = require_database_url(check_schema=False)
-    refuse_tls_problems(url, require_broker_url())
+    refuse_tls_problems(url, require_broker_url(), get_settings().events_url)
     problem = schema_problem(url)
     if problem and "newer than this code" in problem:
         err.print(f"[red]refused[/red]: {problem}")
@@ -85,8 +86,8 @@ def relay() -> None:
     from worker.service.observability import configure_logging
     from worker.service.relay import run_relay, serve_relay_http
 
-    refuse_tls_problems(get_settings().session_database_url, require_broker_url())
     require_database_url()
+    refuse_tls_problems(get_settings().session_database_url, require_broker_url(), require_events_url())
     _warn_broker_durability()
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
@@ -99,12 +100,15 @@ def relay() -> None:
 
 
 def _warn_broker_durability() -> None:
-    """Warn loudly (stderr) when the broker's settings can lose queued matches; never refuses."""
+    """Warn loudly (stderr) when a Redis broker's settings can lose queued matches; never refuses.
+    (A RabbitMQ broker keeps the queue as a durable, replicated quorum queue: nothing to check.)"""
     import redis
 
     from worker.broker_durability import broker_durability
     from worker.redis_url import redis_client
 
+    if get_settings().broker_is_rabbitmq:
+        return
     client = redis_client(require_broker_url(), socket_connect_timeout=5, socket_timeout=5)
     try:
         problems = broker_durability(client).problems()

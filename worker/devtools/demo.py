@@ -39,16 +39,22 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
     settings = get_settings()
     started = time.monotonic()
     embedded = None
-    if not settings.database_url or not settings.broker_url:
+    # The event stream's Redis: the broker when that is Redis; on RabbitMQ RATINGS_EVENTS_REDIS_URL,
+    # else an embedded Redis for the events only.
+    if not settings.database_url or not settings.broker_url or not settings.events_url:
         state = settings.state_dir.resolve() / "demo"
         shutil.rmtree(state, ignore_errors=True)  # a fresh embedded state for every demo run
         console.print(f"starting embedded servers under {state}")
         embedded = EmbeddedServers.start(
-            state, postgres=not settings.database_url, redis_server=not settings.broker_url
+            state, postgres=not settings.database_url, redis_server=not settings.events_url
         )
     database_url = settings.database_url or embedded.database_url
     broker_url = settings.broker_url or embedded.broker_url
-    env = dict(os.environ, RATINGS_DATABASE_URL=database_url, RATINGS_BROKER_URL=broker_url)
+    events_url = settings.events_url or embedded.broker_url
+    env = dict(os.environ, RATINGS_DATABASE_URL=database_url, RATINGS_BROKER_URL=broker_url,
+               RATINGS_EVENTS_REDIS_URL=events_url)
+    if settings.broker_is_rabbitmq:
+        console.print("broker: RabbitMQ (quorum queue, publisher confirms); events: Redis Stream")
     procs = ServiceProcesses(env, settings.state_dir.resolve() / "logs")
     try:
         applied = migrate(database_url)
@@ -65,7 +71,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         for i in range(workers):
             procs.start_worker(f"worker{i + 1}", concurrency=1)
         procs.start_relay()
-        client = redis_client(broker_url)
+        client = redis_client(events_url)
         with connect(database_url, autocommit=True) as conn:
             before = repository.counts(conn)
         stream_before = client.xlen(settings.stream)
@@ -74,7 +80,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
         football = list(football_matches(limit=football_limit))
         sedma = list(generate_sedma_matches(sedma_matches, players=300, seed=2026))
         total = len(football) + len(sedma)
-        papp = producer_app(broker_url)
+        papp = producer_app(broker_url, ca_file=settings.broker_ca_file)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=console) as progress:
             pub = progress.add_task("published", total=total)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,6 +25,9 @@ class ServiceProcesses:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     """HTTP port (/metrics, /healthz, /readyz) of each process, a free one chosen at start."""
+    tag: str = field(default_factory=lambda: secrets.token_hex(3))
+    """Part of every Celery node name (``w1-<tag>@host``): node names stay unique across runners
+    sharing a broker, as on RabbitMQ a node's remote-control queue is exclusive to its name."""
 
     def _start(self, name: str, args: list[str], port_setting: str) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -39,7 +43,7 @@ class ServiceProcesses:
     def start_worker(self, name: str, concurrency: int = 1, pool: str = "prefork",
                      loglevel: str = "WARNING") -> subprocess.Popen:
         """Start one Celery worker node ``name`` with ``concurrency`` children."""
-        return self._start(name, ["worker", "--concurrency", str(concurrency), "--name", f"{name}@%h",
+        return self._start(name, ["worker", "--concurrency", str(concurrency), "--name", f"{name}-{self.tag}@%h",
                                   "--loglevel", loglevel, "--pool", pool], "RATINGS_METRICS_PORT")
 
     def start_relay(self, name: str = "relay") -> subprocess.Popen:

@@ -113,7 +113,10 @@ def lock_wait_finding(conn: Connection, settings: Settings) -> Finding:
 
 
 def _broker_findings(settings: Settings, max_queue_depth: int | None) -> list[Finding]:
-    """Broker reachable, its eviction policy and persistence, the queue depth."""
+    """Broker reachable, its eviction policy and persistence (Redis), the queue depth, and the
+    consumer groups of the event stream (on the events Redis)."""
+    if settings.broker_is_rabbitmq:
+        return _rabbitmq_findings(settings, max_queue_depth) + _consumer_group_findings(settings)
     findings: list[Finding] = []
     try:
         client = redis_client(settings.broker_url, socket_connect_timeout=5)
@@ -136,7 +139,36 @@ def _broker_findings(settings: Settings, max_queue_depth: int | None) -> list[Fi
     ok = max_queue_depth is None or queued <= max_queue_depth
     findings.append(Finding("queue depth", ok, f"{queued} queued, {reserved} reserved (unacknowledged)"
                             + ("" if max_queue_depth is None else f"; limit {max_queue_depth}")))
-    for group in consumer_lag(client, settings.stream):  # consumer groups of the rating-changed stream
+    return findings + _consumer_group_findings(settings)
+
+
+def _rabbitmq_findings(settings: Settings, max_queue_depth: int | None) -> list[Finding]:
+    """RabbitMQ reachable and the rating queue's ready messages (unacknowledged ones are not
+    visible over AMQP)."""
+    from worker.service.rabbitmq import rabbitmq_queue_depth
+
+    try:
+        queued = rabbitmq_queue_depth(settings.broker_url or "", settings.queue, settings.broker_ca_file)
+    except Exception as exc:  # noqa: BLE001 - any connection or TLS failure is the finding
+        return [Finding("broker reachable", False, f"{type(exc).__name__}: {exc}")]
+    ok = max_queue_depth is None or queued <= max_queue_depth
+    return [Finding("broker reachable", True, "connected (RabbitMQ)"),
+            Finding("queue depth", ok, f"{queued} queued (quorum queue; reserved messages are not visible over AMQP)"
+                    + ("" if max_queue_depth is None else f"; limit {max_queue_depth}"))]
+
+
+def _consumer_group_findings(settings: Settings) -> list[Finding]:
+    """One finding per consumer group of the rating-changed stream (on the events Redis)."""
+    if not settings.events_url:
+        return [Finding("event stream reachable", False,
+                        "RATINGS_EVENTS_REDIS_URL is not set (required when the broker is RabbitMQ)")]
+    findings: list[Finding] = []
+    try:
+        client = redis.Redis.from_url(settings.events_url, socket_connect_timeout=5)
+        groups = consumer_lag(client, settings.stream)
+    except redis.RedisError as exc:
+        return [Finding("event stream reachable", False, f"{type(exc).__name__}: {exc}")]
+    for group in groups:  # consumer groups of the rating-changed stream
         ok = (group.undelivered + group.pending <= settings.consumer_lag_threshold
               and group.oldest_pending_seconds <= settings.consumer_pending_max_age)
         findings.append(Finding(

@@ -22,7 +22,12 @@ Choices (DESIGN.md, "Celery settings"), each with its reason:
   broker goes through :mod:`worker.service.transport` (``broker_transport``;
   the URL stays a plain Redis URL): kombu's transport pops a message (``BRPOP``) and records it as
   unacknowledged in a second command, so a Redis stop between the two lost the message; this one
-  moves it atomically into an in-flight list first, from which it is always recovered.
+  moves it atomically into an in-flight list first, from which it is always recovered;
+* (:func:`use_rabbitmq_quorum_queue`) an ``amqp://``/``amqps://`` broker is RabbitMQ through kombu's
+  py-amqp transport: the queue is a durable quorum queue (replicated), publishes wait for the
+  broker's confirm, prefetch is per consumer (Celery detects quorum queues and turns global QoS
+  off), and a message held unacknowledged past the broker's ``consumer_timeout`` would be
+  redelivered (checked at start by :class:`worker.settings.Settings`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from urllib.parse import urlsplit
 
 from celery import Celery
 
+from worker.broker import rabbitmq_tls_options, rabbitmq_transport_options
 from worker.redis_url import is_sentinel, keep_rediss_default, kombu_url, parse_sentinel_url
 from worker.service import decoding
 from worker.settings import Settings
@@ -87,3 +93,21 @@ def use_safe_redis_transport(app: Celery, settings: Settings) -> None:
         # "rediss:// without ssl_* parameters" default, which is restored here as kombu has it.
         app.conf.broker_transport = "worker.service.transport:Transport"
         keep_rediss_default(app, settings.broker_url or "")
+
+
+def use_rabbitmq_quorum_queue(app: Celery, settings: Settings) -> None:
+    """On an ``amqp://``/``amqps://`` broker: declare the queue as a durable quorum queue, confirm
+    every publish, verify an ``amqps://`` server's certificate (against ``broker_ca_file`` and the
+    URL's host). Redis brokers are left as they are."""
+    if not settings.broker_is_rabbitmq:
+        return
+    app.conf.update(
+        broker_transport_options=rabbitmq_transport_options(),
+        task_default_queue_type="quorum",
+        worker_detect_quorum_queues=True,
+        # RabbitMQ pushes up to the prefetch window to a connected consumer: a frozen node's share
+        # comes back when the broker misses its heartbeats (the visibility timeout's counterpart).
+        broker_heartbeat=settings.rabbitmq_heartbeat,
+    )
+    if (settings.broker_url or "").startswith("amqps://"):
+        app.conf.broker_use_ssl = rabbitmq_tls_options(settings.broker_url or "", settings.broker_ca_file)

@@ -43,8 +43,18 @@ def _task_id(message: Any) -> str | None:
     return str(task_id) if task_id else None
 
 
+class _Blueprint(Consumer.Blueprint):
+    """Celery's consumer steps without native delayed delivery: on quorum queues (RabbitMQ) it
+    declares 28 exchanges and queues for ETA/countdown, which the rating path never uses
+    (DESIGN.md), and warns that the queue's direct exchange cannot take them."""
+
+    default_steps = [s for s in Consumer.Blueprint.default_steps if not s.endswith(":DelayedDelivery")]
+
+
 class RatingsConsumer(Consumer):
     """Celery's consumer, with every message it would drop kept as a dead letter."""
+
+    Blueprint = _Blueprint
 
     _conn: psycopg.Connection | None = None
 

@@ -101,13 +101,16 @@ class DatabaseCollector:
     ``ratings_outbox_unpublished``; ``ratings_stream_length``; ``ratings_rating_pool_drift`` per
     ladder: sum of ratings minus initial rating × players (rating points; inflation when > 0);
     ``ratings_queue_messages`` (when ``queue`` is given): messages waiting in every list of the
-    queue (:func:`worker.service.transport.queue_keys`, priority lists included); the hottest
+    queue (:func:`worker.service.transport.queue_keys`, priority lists included), or on RabbitMQ
+    (``rabbitmq``: broker URL and CA file) the queue's ready messages; the hottest
     player row lock waits (:func:`worker.service.lock_metrics.lock_wait_gauges`).
     """
 
     def __init__(self, database_url: str, redis_client, stream: str, initial_ratings: dict[str, float],
-                 queue: str | None = None):
+                 queue: str | None = None, rabbitmq: tuple[str, str | None] | None = None):
         self.queue = queue
+        self.rabbitmq = rabbitmq
+        """(broker URL, CA file) when the broker is RabbitMQ: the queue's depth is read there."""
         self.database_url = database_url
         self.redis = redis_client
         self.stream = stream
@@ -142,7 +145,11 @@ class DatabaseCollector:
                                    "Messages waiting in every list of the ratings queue (priority lists included)")
         try:
             stream_len.add_metric([], float(self.redis.xlen(self.stream)))
-            if self.queue is not None:
+            if self.queue is not None and self.rabbitmq is not None:
+                from worker.service.rabbitmq import rabbitmq_queue_depth
+
+                queued.add_metric([], float(rabbitmq_queue_depth(self.rabbitmq[0], self.queue, self.rabbitmq[1], 3)))
+            elif self.queue is not None:
                 from worker.service.transport import queue_keys
 
                 queued.add_metric([], float(sum(self.redis.llen(key) for key in queue_keys(self.queue))))
@@ -223,10 +230,14 @@ def serve(port: int, reg: CollectorRegistry, liveness: Check, readiness: Check) 
 
 
 def database_and_broker_reachable(database_url: str, redis_client) -> tuple[bool, dict]:
-    """Readiness common to worker and relay: ``SELECT 1`` and ``PING`` answer within 3 s."""
+    """Readiness common to worker and relay: ``SELECT 1`` and ``PING`` answer within 3 s.
+    ``redis_client`` ``None`` (a worker on RabbitMQ): the database only; the broker connection is
+    the consumer's, reported by the caller."""
     from worker.store.connection import database_reachable
 
     details = {"database": database_reachable(database_url)}
+    if redis_client is None:
+        return details["database"] == "ok", details
     try:
         redis_client.ping()
         details["broker"] = "ok"

@@ -67,10 +67,11 @@ def serve_relay_http(settings: Settings, policies: dict) -> observability.Heartb
     ``relay_max_lag`` seconds.
     """
     heartbeat = observability.Heartbeat(max_age=3 * settings.relay_idle_wait + 30)
-    client = redis_client(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
+    client = redis_client(settings.events_url, socket_connect_timeout=3, socket_timeout=3)
+    rabbitmq = (settings.broker_url, settings.broker_ca_file) if settings.broker_is_rabbitmq else None
     collector = observability.DatabaseCollector(
         settings.database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()},
-        settings.queue,
+        settings.queue, rabbitmq,
     )
 
     def ready() -> tuple[bool, dict]:
@@ -96,7 +97,7 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
     Transient PostgreSQL and Redis errors are retried with jittered backoff, reconnecting.
     """
     stop = stop or threading.Event()
-    client = redis_client(settings.broker_url)
+    client = redis_client(settings.events_url)
     backoff = Backoff()
     while not stop.is_set():
         try:

@@ -94,7 +94,9 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
 
     consumer = sender
     settings = _current_settings()
-    client = redis_client(settings.broker_url, socket_connect_timeout=3, socket_timeout=3)
+    # The Redis broker (on RabbitMQ the broker connection is the consumer's: `consuming` below).
+    client = (None if settings.broker_is_rabbitmq
+              else redis_client(settings.broker_url, socket_connect_timeout=3, socket_timeout=3))
 
     def consuming() -> tuple[bool, dict]:
         running = consumer is not None and consumer.blueprint.state == bootsteps.RUN and consumer.connection is not None
@@ -108,6 +110,8 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
             details["database_writes"] = database_writable(settings.database_url)
             ok = details["database_writes"] == "ok"
         alive, more = consuming()
+        if client is None:  # RabbitMQ: the consumer's own connection is the broker's check
+            details["broker"] = "ok" if alive else "not connected"
         return ok and alive, {**details, **more}
 
     try:

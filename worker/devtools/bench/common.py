@@ -30,6 +30,11 @@ class BenchConfig:
     main_workers: int | None = None
     publishers: int = 2
     """Publisher processes pushing pre-encoded messages (:mod:`worker.devtools.bench.publishers`)."""
+    producer_matches: int = 2000
+    """Matches each producer-helper measurement publishes (:func:`.publishers.producer_helper_rate`); 0: skip."""
+    rabbitmq_url: str | None = None
+    """RabbitMQ broker of the producer-helper part (with and without confirms); None: only when
+    RATINGS_BROKER_URL is one."""
     players: int = 100_000
     hot_share: float = 0.2
     hot_players: int = 10

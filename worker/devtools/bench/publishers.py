@@ -207,3 +207,40 @@ def durability_rates(envelopes: Sequence[bytes], state_dir, publishers: int = 2,
                 "redis": primary.info("server").get("redis_version")}
     finally:
         rr.stop()
+
+
+def producer_helper_rate(broker_url: str, matches: Sequence[Any], confirms: bool = True) -> dict[str, Any]:
+    """Publishes per second of the producer helper itself (:func:`worker.producer.publish_match`,
+    what game servers call): one process, one connection, one message per call, each call
+    returning once the broker took the message (Redis: the ``LPUSH`` reply; RabbitMQ: the
+    publisher confirm, a majority of the quorum queue's nodes holding it). ``confirms=False`` on
+    RabbitMQ: the same calls without confirms (the call returns once the frame is written), the
+    baseline of what confirms cost. Publishes into a queue of its own, removed at the end.
+
+    ``matches``: validated match dicts; the first is published before the clock starts (connection,
+    queue declaration). Returns broker, confirms, messages, seconds, per_s and the publisher's CPU
+    milliseconds per publish.
+    """
+    from worker.broker import is_rabbitmq
+    from worker.producer import producer_app, publish_match
+
+    queue = f"ratings-bench-producer-{uuid.uuid4().hex[:8]}"
+    rabbit = is_rabbitmq(broker_url)
+    app = producer_app(broker_url, check_broker=False)
+    if rabbit and not confirms:
+        app.conf.broker_transport_options = {}
+    try:
+        with app.producer_or_acquire() as producer:
+            publish_match(app, matches[0], queue=queue, producer=producer)
+            cpu0, start = time.process_time(), time.perf_counter()
+            for match in matches[1:]:
+                publish_match(app, match, queue=queue, producer=producer)
+            seconds = time.perf_counter() - start
+            cpu = time.process_time() - cpu0
+            producer.channel.queue_delete(queue)
+    finally:
+        app.close()
+    n = len(matches) - 1
+    return {"broker": "rabbitmq" if rabbit else "redis", "confirms": confirms or not rabbit, "messages": n,
+            "seconds": round(seconds, 3), "per_s": round(n / max(seconds, 1e-9), 1),
+            "cpu_ms_per_publish": round(1000 * cpu / max(n, 1), 3)}

@@ -53,6 +53,15 @@ def print_results(results: dict[str, Any]) -> None:
             t.add_row(row["mode"], _n(row["per_s"]), f"{_n(row['per_s_min'])} - {_n(row['per_s_max'])}",
                       f"{row['per_s'] / base:.0%}")
         console.print(t)
+    if producers := results.get("producers"):
+        t = Table(title="producer helper (publish_match, one process, one message per call)")
+        for col in ("broker", "returns after", "publishes", "per second", "CPU ms / publish"):
+            t.add_column(col, justify="left" if col in ("broker", "returns after") else "right")
+        for row in producers:
+            after = ("LPUSH reply" if row["broker"] == "redis"
+                     else "publisher confirm" if row["confirms"] else "frame written (no confirms, baseline)")
+            t.add_row(row["broker"], after, _n(row["messages"]), _n(row["per_s"]), f"{row['cpu_ms_per_publish']:.3f}")
+        console.print(t)
     if service := results.get("service"):
         print_scaling(console, service)
         if any(row.get("baseline_unbatched_workers_per_s") for row in service["scaling"]):

@@ -116,11 +116,14 @@ def run_bench(config: BenchConfig) -> int:
     embedded = admin = None
     dbname = None
     try:
-        if not (config.skip_service and config.skip_ledger):
+        if not (config.skip_service and config.skip_ledger and not config.producer_matches):
             from worker.devtools.embedded import EmbeddedServers
             from worker.store.migrate import migrate
 
-            db_url, broker_url = settings.database_url, settings.broker_url
+            # The Redis of the service part (and of the producer part's Redis row): the broker, or
+            # the events Redis when the broker is RabbitMQ (then the producer part's RabbitMQ).
+            db_url, broker_url = settings.database_url, settings.events_url
+            rabbitmq_url = config.rabbitmq_url or (settings.broker_url if settings.broker_is_rabbitmq else None)
             if not db_url or not broker_url:
                 state = settings.state_dir.resolve() / "bench"
                 progress.print(f"starting embedded servers under {state}")
@@ -139,6 +142,8 @@ def run_bench(config: BenchConfig) -> int:
                 results["service"] = service_bench(config, database_url, broker_url, log_dir)
             if not config.skip_ledger:
                 results["ledger"] = ledger_bench(config, database_url)
+            if config.producer_matches:
+                results["producers"] = producer_bench(config, broker_url, rabbitmq_url)
     finally:
         if dbname is not None:
             try:
@@ -164,6 +169,22 @@ def run_bench(config: BenchConfig) -> int:
     print_results(results)
     console.print(f"figures written to {config.output} ({results['seconds']:.0f} s)")
     return 0 if correct(results) else 1
+
+
+def producer_bench(config: BenchConfig, redis_url: str, rabbitmq_url: str | None) -> list[dict[str, Any]]:
+    """Publishes per second of the producer helper, one after the other in this run: on Redis, and
+    on RabbitMQ (when given) with publisher confirms and, as its baseline, without."""
+    from worker.devtools.bench.publishers import producer_helper_rate
+    from worker.devtools.generate import generate_sedma_matches
+
+    matches = [m.model_dump(mode="json") for m in generate_sedma_matches(
+        config.producer_matches + 1, players=1000, seed=config.seed, id_prefix="bench-producer")]
+    progress.print(f"producer helper: {config.producer_matches} publishes per broker")
+    rows = [producer_helper_rate(redis_url, matches)]
+    if rabbitmq_url:
+        rows += [producer_helper_rate(rabbitmq_url, matches, confirms=True),
+                 producer_helper_rate(rabbitmq_url, matches, confirms=False)]
+    return rows
 
 
 def correct(results: dict[str, Any]) -> bool:
