@@ -6,6 +6,7 @@ started for real."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -70,3 +71,32 @@ def test_republishing_after_broker_unavailable_is_the_same_message(own):
     r = redis.Redis.from_url(own.broker_url)
     bodies = {base64.b64decode(json.loads(item)["body"]) for item in r.lrange("ratings", 0, -1)}
     assert r.llen("ratings") == 2 and len(bodies) == 1
+
+
+def _retry_waits(caplog, broker_url: str) -> list[float]:
+    """The waits (seconds) a publish to ``broker_url`` logged before it raised BrokerUnavailable."""
+    caplog.clear()
+    app = producer_app(broker_url, check_broker=False)
+    with caplog.at_level(logging.DEBUG, logger="worker.producer"), pytest.raises(BrokerUnavailable):
+        publish_match(app, MATCH, queue="ratings")
+    return [float(r.args[2]) for r in caplog.records if r.getMessage().startswith("broker unreachable")]
+
+
+@pytest.mark.parametrize("scheme", ["sentinel", "amqp"])
+def test_a_url_naming_three_hosts_retries_as_long_as_one_naming_one(caplog, scheme):
+    """kombu counts each host of a ``;``-separated URL (three Sentinels, three RabbitMQ nodes) as a
+    retry and waits only after trying them all: the plain retry policy gave up after one wait of
+    0.5 s (a Sentinel failover of 2.4 s refused publishes). None of the hosts answers here (closed
+    ports): the publish waits as long, in the same steps, as one to a single unreachable Redis."""
+    from worker.devtools.runtime import _free_port
+
+    single = _retry_waits(caplog, f"redis://127.0.0.1:{_free_port()}/0")
+    ports = [_free_port() for _ in range(3)]
+    if scheme == "sentinel":
+        url = f"sentinel://127.0.0.1:{ports[0]}/0?master_name=ratings;" + ";".join(
+            f"sentinel://127.0.0.1:{p}" for p in ports[1:])
+    else:
+        url = ";".join(f"amqp://guest:guest@127.0.0.1:{p}//" for p in ports)
+    several = _retry_waits(caplog, url)
+    print(f"waits: one host {single}, three hosts ({scheme}) {several}")
+    assert len(single) >= 3 and several == single

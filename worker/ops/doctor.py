@@ -12,7 +12,7 @@ from worker import store as repository
 from worker.broker_durability import broker_durability
 from worker.consumer.lag import consumer_lag
 from worker.ops.verify import verify_ladder
-from worker.redis_url import redis_client
+from worker.redis_url import redis_client, short_error
 from worker.service.transport import queue_keys
 from worker.settings import Settings
 from worker.store.connection import Connection, DatabaseError, connect
@@ -123,8 +123,7 @@ def _broker_findings(settings: Settings, max_queue_depth: int | None) -> list[Fi
         queued, reserved = queue_depth(client, settings.queue)
         durability = broker_durability(client)
     except redis.RedisError as exc:
-        findings.append(Finding("broker reachable", False, f"{type(exc).__name__}: {exc}"))
-        return findings
+        return [Finding("broker reachable", False, f"RATINGS_BROKER_URL: {type(exc).__name__}: {short_error(exc)}")]
     findings.append(Finding("broker reachable", True, "connected"))
     findings.append(Finding(
         "broker keeps the queue (no eviction)", not durability.evicting,
@@ -150,7 +149,7 @@ def _rabbitmq_findings(settings: Settings, max_queue_depth: int | None) -> list[
     try:
         queued = rabbitmq_queue_depth(settings.broker_url or "", settings.queue, settings.broker_ca_file)
     except Exception as exc:  # noqa: BLE001 - any connection or TLS failure is the finding
-        return [Finding("broker reachable", False, f"{type(exc).__name__}: {exc}")]
+        return [Finding("broker reachable", False, f"RATINGS_BROKER_URL: {type(exc).__name__}: {short_error(exc)}")]
     ok = max_queue_depth is None or queued <= max_queue_depth
     return [Finding("broker reachable", True, "connected (RabbitMQ)"),
             Finding("queue depth", ok, f"{queued} queued (quorum queue; reserved messages are not visible over AMQP)"
@@ -164,10 +163,11 @@ def _consumer_group_findings(settings: Settings) -> list[Finding]:
                         "RATINGS_EVENTS_REDIS_URL is not set (required when the broker is RabbitMQ)")]
     findings: list[Finding] = []
     try:
-        client = redis.Redis.from_url(settings.events_url, socket_connect_timeout=5)
+        client = redis_client(settings.events_url, socket_connect_timeout=5)
         groups = consumer_lag(client, settings.stream)
     except redis.RedisError as exc:
-        return [Finding("event stream reachable", False, f"{type(exc).__name__}: {exc}")]
+        setting = "RATINGS_EVENTS_REDIS_URL" if settings.events_redis_url else "RATINGS_BROKER_URL"
+        return [Finding("event stream reachable", False, f"{setting}: {type(exc).__name__}: {short_error(exc)}")]
     for group in groups:  # consumer groups of the rating-changed stream
         ok = (group.undelivered + group.pending <= settings.consumer_lag_threshold
               and group.oldest_pending_seconds <= settings.consumer_pending_max_age)

@@ -37,7 +37,13 @@ from urllib.parse import urlsplit
 from celery import Celery
 
 from worker.broker import rabbitmq_tls_options, rabbitmq_transport_options
-from worker.redis_url import is_sentinel, keep_rediss_default, kombu_url, parse_sentinel_url
+from worker.redis_url import (
+    is_sentinel,
+    keep_rediss_default,
+    kombu_url,
+    parse_sentinel_url,
+    sentinel_connection_kwargs,
+)
 from worker.service import decoding
 from worker.settings import Settings
 
@@ -85,6 +91,7 @@ def use_safe_redis_transport(app: Celery, settings: Settings) -> None:
         app.conf.broker_transport_options = {
             **app.conf.broker_transport_options,
             "master_name": parse_sentinel_url(settings.broker_url or "").master_name,
+            "sentinel_kwargs": sentinel_connection_kwargs(socket_connect_timeout=5, socket_timeout=5),
         }
         return
     url = urlsplit(settings.broker_url or "")
