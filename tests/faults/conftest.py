@@ -197,9 +197,10 @@ class Cluster:
             vhost = urlsplit(self.broker_url.split(";")[0]).path.lstrip("/") or "/"
             queued, unacked = rabbitmq.queue_counts(vhost, self.queue, self.rabbit_cluster)
             return {"queued": queued, "unacked": unacked}
-        unacked = [json.loads(v) for v in self.redis.hvals("unacked")]
+        broker = self.redis if self.events_url == self.broker_url else redis_client(self.broker_url, decode_responses=True)
+        unacked = [json.loads(v) for v in broker.hvals("unacked")]
         mine = [u for u in unacked if u[2] == self.queue]
-        return {"queued": self.redis.llen(self.queue), "unacked": len(mine),
+        return {"queued": broker.llen(self.queue), "unacked": len(mine),
                 "unacked_task_ids": [u[0]["headers"].get("id") for u in mine][:5]}
 
     # -- invariants
@@ -324,7 +325,7 @@ def cluster_factory(servers, events_redis_url, pgbouncer, tmp_path, batch_size) 
         overrides = {"RATINGS_BATCH_SIZE": str(batch_size), **(overrides or {})}
         cluster = Cluster(name, admin_url, broker_url, tmp_path, overrides, own,
                           bouncer=pgbouncer if not own_postgres else None,
-                          events_url=None if own_redis else events_redis_url)
+                          events_url=events_redis_url if is_rabbitmq(broker_url) else None)
         cluster.batch_size = int(overrides["RATINGS_BATCH_SIZE"])
         cluster.figures["batch_size"] = cluster.batch_size
         made.append(cluster)

@@ -73,4 +73,4 @@ def test_amqps_verifies_the_certificate_against_the_given_ca_and_the_urls_own_ho
                                        "server_hostname": "localhost"}
     papp = producer_app("amqps://u:p@broker.example:5671/v", ca_file=None)
     assert papp.conf.broker_use_ssl["server_hostname"] == "broker.example"
-    assert papp.conf.broker_transport_options == {"confirm_publish": True}
+    assert papp.conf.broker_transport_options["confirm_publish"] is True
