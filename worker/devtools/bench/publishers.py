@@ -209,13 +209,16 @@ def durability_rates(envelopes: Sequence[bytes], state_dir, publishers: int = 2,
         rr.stop()
 
 
-def producer_helper_rate(broker_url: str, matches: Sequence[Any], confirms: bool = True) -> dict[str, Any]:
+def producer_helper_rate(broker_url: str, matches: Sequence[Any], confirms: bool = True, wait_replicas: int = 0,
+                         setting: str | None = None) -> dict[str, Any]:
     """Publishes per second of the producer helper itself (:func:`worker.producer.publish_match`,
     what game servers call): one process, one connection, one message per call, each call
     returning once the broker took the message (Redis: the ``LPUSH`` reply; RabbitMQ: the
     publisher confirm, a majority of the quorum queue's nodes holding it). ``confirms=False`` on
     RabbitMQ: the same calls without confirms (the call returns once the frame is written), the
-    baseline of what confirms cost. Publishes into a queue of its own, removed at the end.
+    baseline of what confirms cost. ``wait_replicas`` (Redis): each call also waits for that many
+    replicas' acknowledgement (``WAIT``, :func:`worker.producer.producer_app`). ``setting``: what the
+    row measures, for the report. Publishes into a queue of its own, removed at the end.
 
     ``matches``: validated match dicts; the first is published before the clock starts (connection,
     queue declaration). Returns broker, confirms, messages, seconds, per_s and the publisher's CPU
@@ -226,7 +229,7 @@ def producer_helper_rate(broker_url: str, matches: Sequence[Any], confirms: bool
 
     queue = f"ratings-bench-producer-{uuid.uuid4().hex[:8]}"
     rabbit = is_rabbitmq(broker_url)
-    app = producer_app(broker_url, check_broker=False)
+    app = producer_app(broker_url, check_broker=False, wait_replicas=wait_replicas)
     if rabbit and not confirms:
         app.conf.broker_transport_options = {}
     try:
@@ -242,5 +245,6 @@ def producer_helper_rate(broker_url: str, matches: Sequence[Any], confirms: bool
         app.close()
     n = len(matches) - 1
     return {"broker": "rabbitmq" if rabbit else "redis", "confirms": confirms or not rabbit, "messages": n,
+            "wait_replicas": wait_replicas, "setting": setting,
             "seconds": round(seconds, 3), "per_s": round(n / max(seconds, 1e-9), 1),
             "cpu_ms_per_publish": round(1000 * cpu / max(n, 1), 3)}

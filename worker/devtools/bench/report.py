@@ -58,9 +58,11 @@ def print_results(results: dict[str, Any]) -> None:
         for col in ("broker", "returns after", "publishes", "per second", "CPU ms / publish"):
             t.add_column(col, justify="left" if col in ("broker", "returns after") else "right")
         for row in producers:
-            after = ("LPUSH reply" if row["broker"] == "redis"
+            after = ("LPUSH reply" + (" + WAIT (replica acknowledged)" if row.get("wait_replicas") else "")
+                     if row["broker"] == "redis"
                      else "publisher confirm" if row["confirms"] else "frame written (no confirms, baseline)")
-            t.add_row(row["broker"], after, _n(row["messages"]), _n(row["per_s"]), f"{row['cpu_ms_per_publish']:.3f}")
+            broker = row["broker"] + (f" ({row['setting']})" if row.get("setting") else "")
+            t.add_row(broker, after, _n(row["messages"]), _n(row["per_s"]), f"{row['cpu_ms_per_publish']:.3f}")
         console.print(t)
     if service := results.get("service"):
         print_scaling(console, service)

@@ -180,10 +180,40 @@ def producer_bench(config: BenchConfig, redis_url: str, rabbitmq_url: str | None
     matches = [m.model_dump(mode="json") for m in generate_sedma_matches(
         config.producer_matches + 1, players=1000, seed=config.seed, id_prefix="bench-producer")]
     progress.print(f"producer helper: {config.producer_matches} publishes per broker")
-    rows = [producer_helper_rate(redis_url, matches)]
+    rows = [producer_helper_rate(redis_url, matches, setting="the run's Redis")]
+    rows += replicated_redis_rates(config, matches)
     if rabbitmq_url:
         rows += [producer_helper_rate(rabbitmq_url, matches, confirms=True),
                  producer_helper_rate(rabbitmq_url, matches, confirms=False)]
+    return rows
+
+
+def replicated_redis_rates(config: BenchConfig, matches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The producer helper on a Redis of the bench's own with one replica (append-only), with each
+    durability setting a Redis user can ask for: ``appendfsync everysec``, ``appendfsync always``,
+    ``everysec`` with ``wait_replicas=1`` (the strongest the producer can ask for), and both
+    (``always`` on the primary and ``WAIT``: the strongest a Redis deployment offers); empty when
+    ``redis-server`` or ``redis-sentinel`` is not installed."""
+    import shutil
+
+    from worker.devtools.bench.publishers import producer_helper_rate
+    from worker.devtools.sentinel import ReplicatedRedis, sentinel_binary
+
+    if shutil.which("redis-server") is None or sentinel_binary() is None:
+        return []
+    rr = ReplicatedRedis.start(get_settings().state_dir.resolve() / "bench-producer-replicated", replicas=1,
+                               sentinels=0)
+    rows = []
+    try:
+        primary = rr.client(rr.primary_port)
+        for appendfsync, wait, setting in (("everysec", 0, "1 replica, appendfsync everysec"),
+                                           ("always", 0, "1 replica, appendfsync always"),
+                                           ("everysec", 1, "1 replica, everysec + wait_replicas=1"),
+                                           ("always", 1, "1 replica, always + wait_replicas=1 (strongest)")):
+            primary.config_set("appendfsync", appendfsync)
+            rows.append(producer_helper_rate(rr.primary_url(), matches, wait_replicas=wait, setting=setting))
+    finally:
+        rr.stop()
     return rows
 
 
