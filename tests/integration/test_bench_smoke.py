@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -81,8 +82,13 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
             assert run["applied"] == run["messages"] and run["dead_letters"] == 0 and run["verify_ok"]
 
     # the producer helper's publishes per second on the session's Redis (RabbitMQ rows: test_rabbitmq.py)
-    [producer] = results["producers"]
+    # and on a replicated Redis of the bench's own with each durability setting (when redis-sentinel is
+    # installed: .ci/run installs it)
+    producer, *replicated = results["producers"]
     assert producer["broker"] == "redis" and producer["messages"] == 50 and producer["per_s"] > 0
+    assert all(r["broker"] == "redis" and r["messages"] == 50 and r["per_s"] > 0 for r in replicated)
+    if shutil.which("redis-sentinel"):
+        assert [r["wait_replicas"] for r in replicated] == [0, 0, 1, 1]
 
     ledger = results["ledger"]
     assert [s["matches"] for s in ledger["sizes"]] == [200, 600, 2000]
