@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -116,32 +116,43 @@ class _Fold:
     standings: dict[str, Standing]
     last: dict[str, tuple[str, RatingChange]]
     matches: int = 0
+    before: dict[str, tuple[float | None, str | None]] = field(default_factory=dict)
+    """Peak rating and season before the match :meth:`run` yielded last, per player (absent: new)."""
 
     def run(self, rows: Iterable[tuple[int, dict[str, Any]]]
             ) -> Iterator[tuple[int, Match | FreeForAll, tuple[RatingChange, ...]]]:
         """Replay ``(seq, payload)`` rows in the order given; yield ``(seq, match, changes)``."""
         seqs: deque[int] = deque()
+        befores: deque[dict[str, tuple[float | None, str | None]]] = deque()
+        standings = self.standings
 
         def matches() -> Iterator[Match | FreeForAll]:
             for seq, payload in rows:
                 seqs.append(seq)
-                yield to_engine_match(payload)
+                match = to_engine_match(payload)
+                # each player's peak and season before the match, kept in its history row
+                befores.append({pid: (s.peak_rating, s.season) for pid in match.player_ids()
+                                if (s := standings.get(pid)) is not None})
+                yield match
 
         for match, changes in replay_changes(matches(), self.policy, self.standings):
             self.matches += 1
+            self.before = befores.popleft()
             for change in changes:
                 self.last[change.player_id] = (match.match_id, change)
             yield seqs.popleft(), match, changes
 
 
 def history_row(seq: int, match: Match, change: RatingChange, ladder: str, standing: Standing,
-                 occurred_at: datetime, generation: int, version: str) -> tuple:
+                 occurred_at: datetime, generation: int, version: str,
+                 before: tuple[float | None, str | None] = (None, None)) -> tuple:
     """A ``rating_changes`` row of a rebuilt generation, in the column order of
     :data:`worker.store.REBUILD_HISTORY_COPY`: ``sequence`` is the player's n-th match on the
-    ladder (``standing`` after the match), ``event_id`` NULL (a rebuilt row announces no event)."""
+    ladder (``standing`` after the match), ``event_id`` NULL (a rebuilt row announces no event);
+    ``before`` the player's peak rating and season before the match (a correction starts from them)."""
     return (seq, match.match_id, ladder, change.player_id, standing.games_played, change.rating_before,
             change.rating_after, change.expected_score, change.actual_score, change.k_factor, change.result,
-            None, occurred_at, generation, version)
+            None, occurred_at, generation, version, before[0], before[1])
 
 
 def rebuild_ladder(
@@ -226,7 +237,8 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                     for seq, match, changes in fold.run(rows):
                         for change in changes:
                             copy.write_row(history_row(seq, match, change, ladder, fold.standings[change.player_id],
-                                                       occurred_at, rebuild_id, version))
+                                                       occurred_at, rebuild_id, version,
+                                                       fold.before.get(change.player_id, (None, None))))
                         if fold.matches % 2000 == 0:
                             progress("replay", fold.matches, total)
             progress("replay", fold.matches, total)
@@ -303,7 +315,8 @@ def _catch_up(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dic
             for change in changes:
                 touched[change.player_id] = None
                 copy.write_row(history_row(seq, match, change, ladder, fold.standings[change.player_id],
-                                           occurred_at, rebuild_id, fold.policy.version))
+                                           occurred_at, rebuild_id, fold.policy.version,
+                                           fold.before.get(change.player_id, (None, None))))
     repository.stage_players(writer, _standing_rows(fold, rebuild_id, touched), upsert=True)
 
 

@@ -96,7 +96,7 @@ class RatingService:
         self.timeouts = repository.TransactionTimeouts(
             settings.lock_timeout_ms, settings.statement_timeout_ms, settings.player_lock_wait_ms,
             settings.idle_in_transaction_timeout_ms, settings.db_keepalives_idle, settings.db_keepalives_interval,
-            settings.db_keepalives_count)
+            settings.db_keepalives_count, settings.correction_max_matches)
         stamina.instrumentation.set_on_retry_hooks([_log_retry])
 
     def _retrying(self):

@@ -178,6 +178,10 @@ def record_handled(handled: Handled, duration: float, task_id: str | None = None
         observability.DEAD_LETTERS.labels(handled.reason_code).inc()
     if handled.out_of_order:
         observability.OUT_OF_ORDER.labels(handled.ladder).inc()
+    if handled.placed_at_end:
+        observability.PLACED_AT_END.labels(handled.ladder).inc()
+    if handled.rerated:
+        observability.MATCHES_RERATED.labels(handled.ladder).inc(handled.rerated)
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     structlog.get_logger("worker.service.tasks").info(

@@ -9,7 +9,7 @@ import psycopg
 from psycopg import sql
 
 SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "duplicate_deliveries", "dead_letters",
-                  "player_lock_waits")
+                  "player_lock_waits", "corrections")
 """The tables a benchmark run empties between runs."""
 
 _SYNTHETIC_LEDGER = """

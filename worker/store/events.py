@@ -34,6 +34,15 @@ def rebuild_event_id(rebuild_id: int, player_id: str) -> uuid.UUID:
     return uuid.uuid5(REBUILD_EVENT_NAMESPACE, f"{rebuild_id}\x1f{player_id}")
 
 
+CORRECTION_EVENT_NAMESPACE = uuid.uuid5(EVENT_NAMESPACE, "correction")
+
+
+def correction_event_id(correction_id: int, player_id: str) -> uuid.UUID:
+    """Deterministic event id of the ``correction`` event of ``player_id`` in correction
+    ``correction_id`` (UUIDv5 in a namespace of its own)."""
+    return uuid.uuid5(CORRECTION_EVENT_NAMESPACE, f"{correction_id}\x1f{player_id}")
+
+
 RATING_CHANGED_EVENTS = TypeAdapter(list[RatingChanged])
 """Validates many :class:`schemas.RatingChanged` events in one call (cheaper than one by one)."""
 
@@ -85,6 +94,31 @@ def match_events_json(events: Sequence[dict[str, Any]], occurred_at: datetime) -
             "occurred_at": occurred,
         })
     return rating_changed_json(rows)
+
+
+def correction_events_json(events: Sequence[dict[str, Any]], occurred_at: datetime) -> list[str]:
+    """The RatingChanged v1 events (reason ``correction``) of a rating transaction that placed a late
+    match: one per player whose stored rating the correction changed, validated, as JSON text.
+
+    Each item has ``event_id``, ``match_id`` (the player's last re-rated match), ``ladder``,
+    ``player_id``, ``rating_before`` (the rating last announced to consumers), ``rating_after`` (the
+    stored rating now), ``change`` (the :class:`engine.RatingChange` of that last re-rated match:
+    expected score, actual score, K-factor), ``sequence`` and ``games_played``.
+    Raises :class:`pydantic.ValidationError` as :func:`rating_changed_json`.
+    """
+    occurred = occurred_at.isoformat()
+    rows = []
+    for e in events:
+        change: RatingChange = e["change"]
+        rows.append({
+            "schema_version": 1, "event_id": str(e["event_id"]), "reason": "correction",
+            "match_id": e["match_id"], "ladder": e["ladder"], "player_id": e["player_id"],
+            "rating_before": e["rating_before"], "rating_after": e["rating_after"],
+            "delta": e["rating_after"] - e["rating_before"], "expected_score": change.expected_score,
+            "actual_score": change.actual_score, "k_factor": change.k_factor, "sequence": e["sequence"],
+            "games_played": e["games_played"], "out_of_order": False, "occurred_at": occurred,
+        })
+    return rating_changed_json(rows) if rows else []
 
 
 def event_payloads_json(payload: Any) -> str:

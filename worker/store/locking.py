@@ -24,7 +24,7 @@ Key = tuple[str, str]
 
 _SELECT = """
     SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
-           p.rebuild_events
+           p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match
       FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
      ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
        FOR UPDATE OF p"""

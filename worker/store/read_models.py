@@ -13,11 +13,13 @@ from worker.store.ladders import ladder_record
 
 LEDGER_ORDER = {
     "applied": "ORDER BY seq",
-    "finished-at": "ORDER BY seq > %(boundary)s, CASE WHEN seq <= %(boundary)s THEN finished_at END, seq",
+    "finished-at": 'ORDER BY order_at, match_id COLLATE "C"',
 }
-"""SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed);
-``finished-at`` sorts the rows up to a rebuild's snapshot (``seq <= boundary``) by
-``(finished_at, seq)`` and appends the later ones by ``seq``."""
+"""SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed, a
+ladder's explicit choice); ``finished-at`` is chronological, the default: by ``order_at`` (the
+earlier of ``finished_at`` and when the service first applied the match), ties by ``match_id``
+(code point order). A late match placed at the end past the correction bound (``placed_at_end``)
+breaks it until ``ratings rebuild --order finished-at``."""
 
 @dataclass(frozen=True, slots=True)
 class Counts:
@@ -76,6 +78,7 @@ def history(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[
           FROM rating_changes rc JOIN ledger l ON l.seq = rc.ledger_seq
          WHERE rc.ladder = %(ladder)s AND rc.player_id = %(player)s
            AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)
+           AND rc.superseded_by IS NULL
          ORDER BY rc.sequence
         """,
         {"ladder": ladder, "player": player_id},
