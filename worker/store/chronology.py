@@ -149,8 +149,8 @@ def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Matc
     def enter(pid: str, key: OrderKey | None) -> None:
         rows = rows_of.get(pid)
         now = current.get(pid)
-        i = len(rows) if rows is None or key is None else bisect.bisect_right([k for k, _ in rows], key)
-        if rows is None or i == len(rows):
+        i = 0 if rows is None or key is None else bisect.bisect_left([k for k, _ in rows], key)
+        if rows is None or key is None or i == len(rows):
             if now is not None:
                 active[pid] = Standing(now.rating, now.games_played, now.peak_rating, now.season,
                                        now.wins, now.draws, now.losses)
