@@ -26,7 +26,7 @@ from worker.store.migrate import migrate
 pytestmark = pytest.mark.integration
 
 TABLES = ("ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters, ladders, policies, rebuilds, "
-          "player_lock_waits")
+          "player_lock_waits, corrections")
 
 
 def _with_dbname(url: str, dbname: str) -> str:
