@@ -335,11 +335,17 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     locks = lock_players(cur, sorted(keys | set(extra)), limits.player_lock_wait_ms, limits.lock_timeout_ms)
     rows, lock_wait = locks.rows, locks.seconds
     if locks.blocked:
-        # a correcting ladder with a blocked player waits whole: its correction needs every row
-        stuck = {lad for lad, plan in plans.items() if {(lad, p) for p in plan.affected} & locks.blocked}
-        deferred = set(deferred_matches([[(m.payload["ladder"], pid) for pid in em.player_ids()]
-                                         for m, em in zip(matches, engine_matches)], locks.blocked))
-        deferred |= {n for n, m in enumerate(matches) if m.payload["ladder"] in stuck}
+        # a late match needs every row its correction touches: it waits with the matches sharing them
+        def rows_of(m: BatchMatch, em: Any, key: OrderKey | None) -> list[tuple[str, str]]:
+            ladder = m.payload["ladder"]
+            plan = plans.get(ladder)
+            touched = set(em.player_ids())
+            if plan is not None and key is not None and key >= plan.since:
+                touched |= plan.affected
+            return [(ladder, pid) for pid in touched]
+
+        deferred = set(deferred_matches([rows_of(m, em, k) for m, em, k in zip(matches, engine_matches, match_keys)],
+                                        locks.blocked))
         deferred_by: dict[tuple[str, str], int] = {}
         for n in sorted(deferred):
             m = matches[n]
