@@ -42,9 +42,11 @@ from worker.store.events import (  # noqa: F401
     rebuild_event_id,
 )
 from worker.store.ladders import (  # noqa: F401
+    DEFAULT_ORDER,
     LADDER_LOCK_CLASS,
     LadderPolicy,
     LadderRecord,
+    ladder_in_force,
     ladder_record,
     policy_in_force,
     record_policies,

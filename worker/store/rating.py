@@ -23,6 +23,7 @@ from worker.store.chronology import (
     Rated,
     Sweep,
     affected_players,
+    histories_in_order,
     later_matches,
     order_key,
     sweep,
@@ -379,7 +380,8 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         if at is not None:
             last_keys[(lad, pid)] = (at, mid)
     # Under the locks: the corrections again, from what is committed now; more players than locked: retry.
-    plans = _plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force, limits)
+    games = {(r[0], r[1]): r[3] for r in rows}
+    plans = _plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force, limits, games)
     locked = {(r[0], r[1]) for r in rows}
     grown = {(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - locked
     if grown:
@@ -570,10 +572,13 @@ class _Plan:
 
 def _plan_corrections(cur: psycopg.Cursor, matches: Sequence[BatchMatch], engine_matches: Sequence[Any],
                       match_keys: Sequence[OrderKey | None], last_keys: dict[tuple[str, str], OrderKey],
-                      in_force: dict[str, tuple[Any, int, str]], limits: TransactionTimeouts) -> dict[str, _Plan]:
+                      in_force: dict[str, tuple[Any, int, str]], limits: TransactionTimeouts,
+                      games: dict[tuple[str, str], int] | None = None) -> dict[str, _Plan]:
     """Per chronological ladder with a late match in the batch (its order key below the last key of
     one of its players in ``last_keys``): the correction to make. One read of the later matches
-    per such ladder (:func:`worker.store.chronology.later_matches`, at most the bound + 1)."""
+    per such ladder (:func:`worker.store.chronology.later_matches`, at most the bound + 1). With
+    ``games`` (the locked rows' games played), a correction whose players' histories are not in
+    replay order from that point (:func:`worker.store.chronology.histories_in_order`) goes at the end."""
     since: dict[str, tuple[OrderKey, str]] = {}
     for m, em, key in zip(matches, engine_matches, match_keys):
         if key is None:
@@ -591,5 +596,10 @@ def _plan_corrections(cur: psycopg.Cursor, matches: Sequence[BatchMatch], engine
             continue
         batch = [(k, em.player_ids()) for m, em, k in zip(matches, engine_matches, match_keys)
                  if k is not None and m.payload["ladder"] == ladder]
-        plans[ladder] = _Plan(cause, key, later, affected_players(batch, later, key), False)  # type: ignore[arg-type]
+        affected = affected_players(batch, later, key)  # type: ignore[arg-type]
+        if games is not None and not histories_in_order(
+                later, affected, {pid: n for (lad, pid), n in games.items() if lad == ladder}):
+            plans[ladder] = _Plan(cause, key, [], set(), True)
+            continue
+        plans[ladder] = _Plan(cause, key, later, affected, False)
     return plans

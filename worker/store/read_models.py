@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from worker.store.ladders import ladder_record
+from worker.store.ladders import DEFAULT_ORDER, ladder_record
 
 LEDGER_ORDER = {
     "applied": "ORDER BY seq",
@@ -104,12 +104,13 @@ def iter_ledger_rows(
 def iter_ledger(conn: psycopg.Connection, ladder: str, batch_size: int = 5000) -> Iterator[dict[str, Any]]:
     """Stream the ladder's ledger payloads in its replay order, through a server-side cursor.
 
-    The replay order is the apply order (``seq``) unless a rebuild recorded another one in
-    ``ladders`` (``--order finished-at``); ``verify`` and rebuilds replay in this order.
+    The replay order is the one recorded in ``ladders``: chronological (``finished-at``, the default,
+    also for a ladder with no record yet) or arrival order (``applied``, chosen by a rebuild);
+    ``verify`` and rebuilds replay in this order.
     """
     with conn.transaction():
         record = ladder_record(conn, ladder)
-        order, boundary = (record.apply_order, record.order_boundary) if record else ("applied", None)
+        order, boundary = (record.apply_order, record.order_boundary) if record else (DEFAULT_ORDER, None)
         for _, payload in iter_ledger_rows(conn, ladder, order, boundary, batch_size=batch_size):
             yield payload
 
