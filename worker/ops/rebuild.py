@@ -46,6 +46,7 @@ from engine.replay import Standing, replay_changes
 from worker import store as repository
 from worker.mapping import to_engine_match
 from worker.service.faults import FaultInjector
+from worker.store import chronology
 
 ORDERS = ("applied", "finished-at")
 """Replay orders: ``applied`` (the ledger's ``seq``, the order workers committed) and
@@ -189,7 +190,7 @@ def rebuild_ladder(
             raise RebuildError(f"a rebuild of ladder {ladder!r} is already running (see `ratings rebuilds`); "
                                "wait for it to finish")
         previous = repository.ladder_record(control, ladder)
-        order = order or (previous.apply_order if previous else "applied")
+        order = order or (previous.apply_order if previous else repository.DEFAULT_ORDER)
         repository.record_policy(control, ladder, policy, content)
         rebuild_id = repository.start_rebuild(control, ladder, requested_by, order, policy.version, previous)
         try:
@@ -253,7 +254,7 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                     upto = repository.ledger_last_seq(control, ladder)
                 barrier_seconds = max(barrier_seconds, time.perf_counter() - pass_started)
                 rows = repository.ledger_rows_after(writer, ladder, caught, upto)
-                _catch_up(writer, fold, rows, ladder, occurred_at, rebuild_id)
+                _catch_up(writer, fold, rows, ladder, occurred_at, rebuild_id, order)
                 caught = upto
                 if len(rows) < CATCH_UP_ENOUGH:
                     break
@@ -265,7 +266,7 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
             repository.lock_ladder_exclusively(writer, ladder)
             locked = time.perf_counter()
             in_lock = repository.ledger_rows_after(writer, ladder, caught)
-            _catch_up(writer, fold, in_lock, ladder, occurred_at, rebuild_id)
+            _catch_up(writer, fold, in_lock, ladder, occurred_at, rebuild_id, order)
             written, events = repository.switch_players(writer, ladder, occurred_at)
             stamped = repository.stamp_ledger(writer, ladder, version, caught)
             catch_up = fold.matches - total
@@ -304,10 +305,15 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
 
 
 def _catch_up(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dict[str, Any]]], ladder: str,
-              occurred_at: datetime, rebuild_id: int) -> None:
+              occurred_at: datetime, rebuild_id: int, order: str = "applied") -> None:
     """Replay ``(seq, payload)`` rows on top of ``fold``: their history rows go into the new
-    generation, the standings of their players over the staged ones."""
+    generation, the standings of their players over the staged ones. In ``finished-at`` order the
+    rows are placed in their chronological position among those already replayed, re-rating what
+    follows them as the rating transaction's correction does (:func:`_catch_up_in_order`)."""
     if not rows:
+        return
+    if order == "finished-at":
+        _catch_up_in_order(writer, fold, rows, ladder, occurred_at, rebuild_id)
         return
     touched: dict[str, None] = {}
     with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
@@ -318,6 +324,36 @@ def _catch_up(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dic
                                            occurred_at, rebuild_id, fold.policy.version,
                                            fold.before.get(change.player_id, (None, None))))
     repository.stage_players(writer, _standing_rows(fold, rebuild_id, touched), upsert=True)
+
+
+def _catch_up_in_order(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dict[str, Any]]],
+                       ladder: str, occurred_at: datetime, rebuild_id: int) -> None:
+    """The chronological catch-up: the rows committed since the snapshot are merged, by order key,
+    with the new generation's rows that follow the earliest of them (uncommitted, this transaction's
+    own), and every match sharing a player with a placed one is re-rated
+    (:func:`worker.store.chronology.sweep`); the replaced rows are deleted, never having been seen."""
+    keys = chronology.ledger_keys(writer, [seq for seq, _ in rows])
+    batch = sorted(((keys[seq], seq, payload) for seq, payload in rows), key=lambda t: t[0])
+    since = batch[0][0]
+    with writer.cursor() as cur:
+        later = chronology.later_matches(cur, ladder, since, rebuild_id, 2**31 - 1)
+    done = chronology.sweep(fold.policy, [(i, key, to_engine_match(p)) for i, (key, _, p) in enumerate(batch)],
+                            later, fold.standings, to_engine_match)
+    chronology.drop_history_rows(writer, [r.row_id for m, _ in done.rerated for r in m.rows])
+    placed = [(key, seq, payload["match_id"], done.batch[i]) for i, (key, seq, payload) in enumerate(batch)]
+    placed += [(m.key, m.seq, m.match_id, again) for m, again in done.rerated]
+    placed.sort(key=lambda t: t[0])
+    with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
+        for _, seq, match_id, rated in placed:
+            for change, games, peak, season in zip(rated.changes, rated.games, rated.peaks_before,
+                                                   rated.seasons_before):
+                fold.last[change.player_id] = (match_id, change)
+                copy.write_row((seq, match_id, ladder, change.player_id, games, change.rating_before,
+                                change.rating_after, change.expected_score, change.actual_score, change.k_factor,
+                                change.result, None, occurred_at, rebuild_id, fold.policy.version, peak, season))
+    fold.standings.update(done.standings)
+    fold.matches += len(rows)
+    repository.stage_players(writer, _standing_rows(fold, rebuild_id, done.standings), upsert=True)
 
 
 def _standing_rows(fold: _Fold, rebuild_id: int, player_ids) -> list[tuple]:

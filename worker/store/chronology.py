@@ -210,3 +210,16 @@ def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Matc
         else:
             out.rerated.append((later[i], rated))
     return out
+
+
+def ledger_keys(conn: psycopg.Connection, seqs: Sequence[int]) -> dict[int, OrderKey]:
+    """The order key of each ledger row ``seq`` in ``seqs``."""
+    return {seq: (at, mid) for seq, at, mid in conn.execute(
+        "SELECT seq, order_at, match_id FROM ledger WHERE seq = ANY(%b)", (list(seqs),))}
+
+
+def drop_history_rows(conn: psycopg.Connection, row_ids: Sequence[int]) -> None:
+    """Delete ``rating_changes`` rows by id: a rebuild's own rows, not yet committed, that its
+    chronological catch-up replaces (they were never visible to anyone)."""
+    if row_ids:
+        conn.execute("DELETE FROM rating_changes WHERE id = ANY(%b)", (list(row_ids),))
