@@ -103,13 +103,16 @@ def histories_in_order(later: Sequence[LaterMatch], affected: set[str], games: d
     """True when each affected player's rows among ``later`` are its last ones, numbered without a
     gap up to its ``games`` played: its history is in replay order from the late match on, so the
     row at that point holds its state then. False where a match was placed at the end past the
-    bound (its row is last by sequence, not by order key): the correction cannot start there."""
+    bound (its row is last by sequence, not by order key): the correction cannot start there.
+    Players absent from ``games`` (rows not locked) are skipped: the caller retries with them."""
     seqs: dict[str, list[int]] = {}
     for m in later:
         for r in m.rows:
             if r.player_id in affected:
                 seqs.setdefault(r.player_id, []).append(r.sequence)
     for pid, numbers in seqs.items():
+        if pid not in games:  # not locked: the caller runs the batch again with its row
+            continue
         numbers.sort()
         if numbers != list(range(numbers[0], numbers[0] + len(numbers))) or numbers[-1] != games.get(pid):
             return False
