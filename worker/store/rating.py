@@ -486,35 +486,72 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         if not done.rerated:
             continue
         plan = plans[ladder]
-        generation = in_force[ladder][1]
-        version = policies[ladder].version or None
-        last_change: dict[str, tuple[str, RatingChange]] = {}
-        for stored, again in done.rerated:
-            for change, sequence, peak, season in zip(again.changes, again.games, again.peaks_before,
-                                                      again.seasons_before):
-                history.append((stored.seq, stored.match_id, ladder, change.player_id, sequence,
-                                float(change.rating_before), float(change.rating_after),
-                                float(change.expected_score), float(change.actual_score), float(change.k_factor),
-                                change.result, None, occurred_at, generation, version, peak, season))
-                last_change[change.player_id] = (stored.match_id, change)
-        changed = [(pid, done.standings[pid], announced[(ladder, pid)]) for pid in sorted(done.standings)
-                   if done.standings[pid].rating != announced[(ladder, pid)][0]]
-        correction_id = cur.execute(
-            "INSERT INTO corrections (ladder, match_id, matches_rerated, players_changed) VALUES (%s, %s, %s, %s) "
-            "RETURNING id", (ladder, plan.cause, len(done.rerated), len(changed))).fetchone()[0]
-        superseded += [(r.row_id, correction_id) for stored, _ in done.rerated for r in stored.rows]
-        for pid, st, (rating, games, number) in changed:
-            match_id, change = last_change[pid]
-            announced[(ladder, pid)] = (st.rating, games, number + 1)
-            corrections.append({"event_id": correction_event_id(correction_id, pid), "match_id": match_id,
-                                "ladder": ladder, "player_id": pid, "rating_before": rating,
-                                "rating_after": st.rating, "change": change, "sequence": number + 1,
-                                "games_played": st.games_played})
+        record_correction(cur, ladder, plan.cause, "late", done, announced, in_force[ladder][1],
+                          policies[ladder].version or None, occurred_at, history, corrections, superseded)
         for n in by_ladder[ladder]:
             if results[positions[n]] is not None and matches[n].payload["match_id"] == plan.cause:
                 results[positions[n]] = dataclasses.replace(results[positions[n]],  # type: ignore[type-var]
                                                            rerated=len(done.rerated))
     outbox = match_events_json(events, occurred_at) + correction_events_json(corrections, occurred_at)
+    touched = sorted({(lad, pid) for lad in ladders for pid in sweeps[lad].standings})
+    players = [(lad, pid, sweeps[lad].standings[pid], last_finished.get((lad, pid)), new_keys.get((lad, pid)),
+                announced[(lad, pid)][2] - sweeps[lad].standings[pid].games_played) for lad, pid in touched]
+    write_rating_rows(cur, history, list(zip([e["event_id"] for e in events + corrections], outbox)), superseded,
+                      players)
+    return lock_wait
+
+
+def record_correction(cur: psycopg.Cursor, ladder: str, cause: str, kind: str, done: Sweep,
+                      announced: dict[tuple[str, str], tuple[float, int, int]], generation: int,
+                      version: str | None, occurred_at: datetime, history: list[tuple],
+                      corrections: list[dict[str, Any]], superseded: list[tuple[int, int]],
+                      dropped: Sequence[LaterMatch] = ()) -> int:
+    """Record one correction of ``ladder`` (a ``corrections`` row of ``kind``, ``late`` or
+    ``annulment``, caused by match ``cause``) from a :class:`worker.store.chronology.Sweep`: the
+    re-rated matches' new history rows go to ``history`` (announcing no event), their earlier rows
+    and those of the ``dropped`` (annulled) matches to ``superseded`` with the correction's id, and
+    one ``correction`` event per player whose stored (rating, games) differs from what its last
+    event announced (``announced``: player key -> (rating, games, event sequence), updated) to
+    ``corrections``. Returns the correction's id."""
+    last_change: dict[str, tuple[str, RatingChange]] = {}
+    for stored, again in done.rerated:
+        for change, sequence, peak, season in zip(again.changes, again.games, again.peaks_before,
+                                                  again.seasons_before):
+            history.append((stored.seq, stored.match_id, ladder, change.player_id, sequence,
+                            float(change.rating_before), float(change.rating_after),
+                            float(change.expected_score), float(change.actual_score), float(change.k_factor),
+                            change.result, None, occurred_at, generation, version, peak, season))
+            last_change[change.player_id] = (stored.match_id, change)
+    changed = [(pid, st, announced[(ladder, pid)]) for pid, st in sorted(done.standings.items())
+               if (st.rating, st.games_played) != announced[(ladder, pid)][:2]]
+    correction_id = cur.execute(
+        "INSERT INTO corrections (ladder, match_id, kind, matches_rerated, players_changed) "
+        "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+        (ladder, cause, kind, len(done.rerated), len(changed))).fetchone()[0]
+    superseded += [(r.row_id, correction_id) for stored, _ in done.rerated for r in stored.rows]
+    superseded += [(r.row_id, correction_id) for stored in dropped for r in stored.rows]
+    for pid, st, (rating, _, number) in changed:
+        match_id, change = last_change.get(pid) or (cause, _no_change(pid, st.rating))
+        announced[(ladder, pid)] = (st.rating, st.games_played, number + 1)
+        corrections.append({"event_id": correction_event_id(correction_id, pid), "match_id": match_id,
+                            "ladder": ladder, "player_id": pid, "rating_before": rating,
+                            "rating_after": st.rating, "change": change, "sequence": number + 1,
+                            "games_played": st.games_played})
+    return correction_id
+
+
+def _no_change(player_id: str, rating: float) -> RatingChange:
+    """The stand-in change of a player whose every later match was annulled (no match re-rated):
+    expected and actual score 0.5, K-factor 0."""
+    return RatingChange(player_id, rating, rating, 0.5, 0.5, 0.0, "draw")
+
+
+def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tuple[Any, str]],
+                      superseded: list[tuple[int, int]], players: list[tuple]) -> None:
+    """The writes of a rating or correction transaction, one round trip per kind: mark the
+    ``superseded`` history rows ((row id, correction id)), COPY the new ``history`` rows and the
+    ``outbox`` rows ((event id, JSON)), update the ``players`` rows ((ladder, player_id, Standing,
+    last finished_at, last order key, extra events)), and wake the relay."""
     if superseded:  # before the new rows: the current row of a (match, player) is unique
         cur.execute("UPDATE rating_changes r SET superseded_by = u.c FROM unnest(%b::bigint[], %b::bigint[]) "
                     "AS u(i, c) WHERE r.id = u.i", ([i for i, _ in superseded], [c for _, c in superseded]))
@@ -526,11 +563,8 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         for row in history:
             copy.write_row(row)
     with cur.copy("COPY outbox (event_id, payload) FROM STDIN") as copy:
-        for event, payload in zip(events + corrections, outbox):
-            copy.write_row((event["event_id"], payload))
-    touched = sorted({(lad, pid) for lad in ladders for pid in sweeps[lad].standings})
-    players = [(lad, pid, sweeps[lad].standings[pid], last_finished.get((lad, pid)), new_keys.get((lad, pid)),
-                announced[(lad, pid)][2] - sweeps[lad].standings[pid].games_played) for lad, pid in touched]
+        for row in outbox:
+            copy.write_row(row)
     cur.execute(
         """
         UPDATE players p SET rating = u.rating, games_played = u.games, wins = u.w, draws = u.d, losses = u.l,
@@ -549,7 +583,6 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
          [p[4][1] if p[4] else None for p in players], [p[5] for p in players]),
     )
     cur.execute("SELECT pg_notify(%b, '')", (OUTBOX_CHANNEL,))
-    return lock_wait
 
 
 class CorrectionGrew(LedgerRace):
