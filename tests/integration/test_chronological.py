@@ -7,11 +7,13 @@ in this test: it never reads the store's order or its corrections.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections import defaultdict
 
 import psycopg
+import pytest
 
 from engine.replay import replay
 from schemas import parse_match_finished
@@ -20,6 +22,7 @@ from worker.bootstrap import load_ladder_policies
 from worker.devtools.generate import generate_sedma_matches
 from worker.mapping import to_engine_match
 from worker.ops.football import football_matches
+from worker.ops.rebuild import rebuild_ladder
 from worker.ops.verify import verify_ladder
 from worker.settings import get_settings
 
@@ -90,9 +93,11 @@ def test_two_runs_in_different_arrival_orders_equal_the_chronological_replay(cle
     assert first == second == chronological_replay(messages)
 
 
-def test_a_late_match_past_the_bound_is_applied_at_the_end_and_flagged(clean):
+def test_a_late_match_past_the_bound_goes_at_the_end_and_a_rebuild_puts_it_back(clean):
     """RATINGS_CORRECTION_MAX_MATCHES = 1: a match arriving after two later matches of its player
-    is applied at the end, flagged ``placed_at_end``, and verify reports the ladder out of order."""
+    is applied at the end and flagged ``placed_at_end`` (no correction; verify stays exact, its order
+    key being the end); ``rebuild --order finished-at`` puts it in its place: the ratings then equal
+    the chronological replay by finish time, computed here by hand with Elo K = 30."""
     ladders = load_ladder_policies(get_settings())
 
     def message(mid: str, a: str, b: str, hour: int) -> dict:
@@ -103,7 +108,6 @@ def test_a_late_match_past_the_bound_is_applied_at_the_end_and_flagged(clean):
     def entry(m: dict) -> repository.BatchMatch:
         parsed = parse_match_finished(m)
         canonical = parsed.canonical_json()
-        import hashlib
         return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
                                      parsed.finished_at, ladders["elo"], None)
 
@@ -115,4 +119,20 @@ def test_a_late_match_past_the_bound_is_applied_at_the_end_and_flagged(clean):
         assert results[0].placed_at_end and results[0].out_of_order
         assert conn.execute("SELECT match_id FROM ledger WHERE placed_at_end").fetchall() == [("b1",)]
         assert conn.execute("SELECT count(*) FROM corrections").fetchone()[0] == 0
-        assert not verify_ladder(conn, "elo", ladders["elo"].policy).ok
+        assert verify_ladder(conn, "elo", ladders["elo"].policy).ok
+        report = rebuild_ladder(clean.database_url, "elo", ladders["elo"].policy, ladders["elo"].content,
+                                order="finished-at")
+        assert report.apply_order == "finished-at"
+        assert conn.execute("SELECT count(*) FROM ledger WHERE placed_at_end").fetchone()[0] == 0
+        assert verify_ladder(conn, "elo", ladders["elo"].policy).ok
+        stored_now = {pid: r for pid, r in conn.execute("SELECT player_id, rating FROM players WHERE ladder = 'elo'")}
+
+    def elo(ra: float, rb: float) -> tuple[float, float]:  # the winner's and loser's new ratings, K = 30
+        e = 1 / (1 + 10 ** ((rb - ra) / 400))
+        return ra + 30 * (1 - e), rb - 30 * (1 - e)
+
+    # by finish time: b1 (ben beats cid), b2 (ann beats ben), b3 (ann beats cid)
+    ben, cid = elo(1200, 1200)
+    ann, ben = elo(1200, ben)
+    ann, cid = elo(ann, cid)
+    assert stored_now == pytest.approx({"ann": ann, "ben": ben, "cid": cid}, abs=1e-9)

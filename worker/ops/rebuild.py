@@ -232,8 +232,12 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                 replay_started = time.perf_counter()
                 progress("replay", 0, total)
                 rows: Iterable[tuple[int, dict[str, Any]]]
-                rows = repository.iter_ledger_rows(snap, ladder, order, snapshot_seq, "AND seq <= %(snapshot)s",
+                # finished-at: matches placed at the end past the correction bound go back in their place
+                rows = repository.iter_ledger_rows(snap, ladder, "finished-at-restored" if order == "finished-at"
+                                                   else order, snapshot_seq, "AND seq <= %(snapshot)s",
                                                    {"snapshot": snapshot_seq})
+                if order == "finished-at":
+                    chronology.restore_placed_at_end(writer, ladder, snapshot_seq)
                 with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
                     for seq, match, changes in fold.run(rows):
                         for change in changes:

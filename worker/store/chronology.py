@@ -226,3 +226,13 @@ def drop_history_rows(conn: psycopg.Connection, row_ids: Sequence[int]) -> None:
     chronological catch-up replaces (they were never visible to anyone)."""
     if row_ids:
         conn.execute("DELETE FROM rating_changes WHERE id = ANY(%b)", (list(row_ids),))
+
+
+def restore_placed_at_end(conn: psycopg.Connection, ladder: str, up_to_seq: int) -> int:
+    """Put the ladder's matches placed at the end (past the correction bound) with ``seq <=
+    up_to_seq`` back in their chronological place: ``order_at`` = the earlier of ``finished_at`` and
+    when they were applied, flag cleared. Run by a chronological rebuild inside its uncommitted
+    switch-over transaction, which replays them there. Returns the rows changed."""
+    return conn.execute(
+        "UPDATE ledger SET order_at = least(finished_at, applied_at), placed_at_end = false "
+        "WHERE ladder = %s AND placed_at_end AND seq <= %s", (ladder, up_to_seq)).rowcount

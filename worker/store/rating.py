@@ -8,7 +8,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -387,6 +387,30 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     if grown:
         raise CorrectionGrew(f"a correction needs {len(grown)} more player row(s) than it locked")
 
+    # Late matches: one that finished before an applied match of one of its players (arrival
+    # order), or whose order key is below a player's last one (chronological). Past the bound they
+    # go at the end: their order key becomes the end of their players' histories.
+    late_flags: list[bool] = []
+    at_end_flags: list[bool] = []
+    end_at: dict[str, datetime] = {}
+    for n, (m, em, mkey) in enumerate(zip(matches, engine_matches, match_keys)):
+        ladder = m.payload["ladder"]
+        pids = em.player_ids()
+        if mkey is None:
+            late = any(last is not None and m.finished_at < last
+                       for last in (last_finished[(ladder, p)] for p in pids))
+        else:
+            late = any((ladder, p) in last_keys and mkey < last_keys[(ladder, p)] for p in pids)
+        plan = plans.get(ladder)
+        at_end = late and plan is not None and plan.at_end
+        if at_end:
+            after = max([received_at, end_at.get(ladder, received_at)]
+                        + [last_keys[(ladder, p)][0] + _TICK for p in pids if (ladder, p) in last_keys])
+            end_at[ladder] = after
+            match_keys[n] = (after, m.payload["match_id"])
+        late_flags.append(late)
+        at_end_flags.append(at_end)
+
     # 3. rate each ladder's matches: in order key order (chronological) merged with the stored matches
     # a late match affects, or in queue order (arrival order)
     by_ladder: dict[str, list[int]] = {ladder: [] for ladder in ladders}
@@ -404,40 +428,32 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         for i, n in enumerate(numbers):
             rated[n] = done.batch[i]
     ledger_rows: list[tuple] = []
-    late_flags: list[bool] = []
-    at_end_flags: list[bool] = []
     new_keys = dict(last_keys)
-    for m, em, mkey in zip(matches, engine_matches, match_keys):
+    for m, em, mkey, late, at_end in zip(matches, engine_matches, match_keys, late_flags, at_end_flags):
         ladder = m.payload["ladder"]
         finished_at = m.finished_at
-        pids = em.player_ids()
-        if mkey is None:  # arrival order: late when it finished before a match already applied
-            late = any(last is not None and finished_at < last for last in (last_finished[(ladder, p)] for p in pids))
-        else:
-            late = any((ladder, p) in last_keys and mkey < last_keys[(ladder, p)] for p in pids)
-            for pid in pids:
+        if mkey is not None:
+            for pid in em.player_ids():
                 if (ladder, pid) not in new_keys or mkey > new_keys[(ladder, pid)]:
                     new_keys[(ladder, pid)] = mkey
-        for pid in pids:
+        for pid in em.player_ids():
             last = last_finished[(ladder, pid)]
             if last is None or finished_at > last:
                 last_finished[(ladder, pid)] = finished_at
-        plan = plans.get(ladder)
-        at_end = late and plan is not None and plan.at_end
-        late_flags.append(late)
-        at_end_flags.append(at_end)
         ledger_rows.append((m.payload["match_id"], ladder, m.payload_hash,
                             m.payload_json or json.dumps(m.payload, ensure_ascii=False, separators=(",", ":")),
-                            finished_at, late, at_end, m.task_id, policies[ladder].version or None))
+                            finished_at, mkey[0] if mkey is not None else min(finished_at, received_at),
+                            late, at_end, m.task_id, policies[ladder].version or None))
 
     # 4. the ledger first: its seq (apply order) is taken in queue order, after the locks
     inserted = cur.execute(
         """
-        INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, placed_at_end,
-                            task_id, policy_version)
-        SELECT m, l, h, p::jsonb, f, o, e, t, v
-          FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::bool[], %b::bool[],
-                      %b::text[], %b::text[]) WITH ORDINALITY AS u(m, l, h, p, f, o, e, t, v, n)
+        INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, order_at, out_of_order,
+                            placed_at_end, task_id, policy_version)
+        SELECT m, l, h, p::jsonb, f, a, o, e, t, v
+          FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::timestamptz[],
+                      %b::bool[], %b::bool[], %b::text[], %b::text[])
+               WITH ORDINALITY AS u(m, l, h, p, f, a, o, e, t, v, n)
          ORDER BY n
         ON CONFLICT (match_id) DO NOTHING RETURNING match_id, seq
         """,
@@ -583,6 +599,10 @@ def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tu
          [p[4][1] if p[4] else None for p in players], [p[5] for p in players]),
     )
     cur.execute("SELECT pg_notify(%b, '')", (OUTBOX_CHANNEL,))
+
+
+_TICK = timedelta(microseconds=1)
+"""PostgreSQL's timestamp resolution: a match placed at the end goes this much after its players' last."""
 
 
 class CorrectionGrew(LedgerRace):

@@ -14,12 +14,14 @@ from worker.store.ladders import DEFAULT_ORDER, ladder_record
 LEDGER_ORDER = {
     "applied": "ORDER BY seq",
     "finished-at": 'ORDER BY order_at, match_id COLLATE "C"',
+    "finished-at-restored": 'ORDER BY least(finished_at, applied_at), match_id COLLATE "C"',
 }
 """SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed, a
 ladder's explicit choice); ``finished-at`` is chronological, the default: by ``order_at`` (the
 earlier of ``finished_at`` and when the service first applied the match), ties by ``match_id``
 (code point order). A late match placed at the end past the correction bound (``placed_at_end``)
-breaks it until ``ratings rebuild --order finished-at``."""
+has its ``order_at`` at the end of its players' histories; ``finished-at-restored`` is the order a
+``ratings rebuild --order finished-at`` replays, with such matches back in their place."""
 
 @dataclass(frozen=True, slots=True)
 class Counts:

@@ -5,9 +5,12 @@
 -- database's now()): a game server whose clock runs ahead cannot push its matches after real
 -- matches received later. A match that arrives after a later match of one of its players is placed
 -- in its position and the later matches it affects are re-rated in the same transaction (a
--- correction); past RATINGS_CORRECTION_MAX_MATCHES it is applied at the end and flagged.
-ALTER TABLE ledger ADD COLUMN order_at timestamptz GENERATED ALWAYS AS (least(finished_at, applied_at)) STORED;
-ALTER TABLE ledger ADD COLUMN placed_at_end boolean NOT NULL DEFAULT false;
+-- correction); past RATINGS_CORRECTION_MAX_MATCHES it is applied at the end and flagged
+-- (placed_at_end), its order_at then being the end of its players' histories, so the stored ratings
+-- stay the replay by order_at; `ratings rebuild --order finished-at` puts it back in its place.
+ALTER TABLE ledger ADD COLUMN order_at timestamptz, ADD COLUMN placed_at_end boolean NOT NULL DEFAULT false;
+UPDATE ledger SET order_at = least(finished_at, applied_at);
+ALTER TABLE ledger ALTER COLUMN order_at SET NOT NULL;
 -- "the ladder's matches after T", read by every correction
 CREATE INDEX ledger_ladder_order ON ledger (ladder, order_at, match_id COLLATE "C");
 CREATE INDEX ledger_placed_at_end ON ledger (ladder) WHERE placed_at_end;
