@@ -21,6 +21,12 @@ The rating transaction (DESIGN.md, "What it does"), one path for 1 to N messages
    dead letters, ``NOTIFY`` the relay; commit.
 """
 
+from worker.store.annulments import (  # noqa: F401
+    AnnulmentRefused,
+    AnnulmentResult,
+    annul_matches,
+    annulments,
+)
 from worker.store.dead_letters import (  # noqa: F401
     _dead_letter_text,
     dead_letter,
@@ -69,6 +75,7 @@ from worker.store.read_models import (  # noqa: F401
     Counts,
     counts,
     history,
+    history_corrections,
     iter_ledger,
     iter_ledger_rows,
     ladders_in_use,

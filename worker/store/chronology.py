@@ -62,16 +62,17 @@ class LaterMatch:
 
 
 def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation: int,
-                  limit: int) -> list[LaterMatch]:
-    """The ladder's stored matches with an order key above ``after``, in key order, with their
-    current history rows of ``generation``: at most ``limit`` matches (one statement; the index
-    ``ledger_ladder_order`` finds them)."""
+                  limit: int, inclusive: bool = False) -> list[LaterMatch]:
+    """The ladder's stored matches (not annulled) with an order key above ``after`` (or equal,
+    ``inclusive``), in key order, with their current history rows of ``generation``: at most
+    ``limit`` matches (one statement; the index ``ledger_ladder_order`` finds them)."""
     rows = cur.execute(
-        """
+        f"""
         SELECT l.seq, l.match_id, l.order_at, l.payload, rc.id, rc.player_id, rc.sequence, rc.rating_before,
                rc.result, rc.peak_before, rc.season_before
           FROM (SELECT seq, match_id, order_at, payload FROM ledger
-                 WHERE ladder = %(ladder)s AND (order_at, match_id COLLATE "C") > (%(at)s, %(mid)s COLLATE "C")
+                 WHERE ladder = %(ladder)s AND NOT annulled
+                   AND (order_at, match_id COLLATE "C") {'>=' if inclusive else '>'} (%(at)s, %(mid)s COLLATE "C")
                  ORDER BY order_at, match_id COLLATE "C" LIMIT %(limit)s) AS l
           JOIN rating_changes rc ON rc.match_id = l.match_id AND rc.generation = %(generation)s
                                 AND rc.superseded_by IS NULL
@@ -88,10 +89,13 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
 
 
 def affected_players(batch: Sequence[tuple[OrderKey, Iterable[str]]], later: Sequence[LaterMatch],
-                     since: OrderKey) -> set[str]:
-    """The players a correction touches: those of the batch's matches from ``since`` on, and those
-    of every stored match (``later``, key order) that shares a player with them at its time."""
+                     since: OrderKey, dropped: Iterable[str] = ()) -> set[str]:
+    """The players a correction touches: those of the batch's matches from ``since`` on and of the
+    ``dropped`` (annulled) stored matches, and those of every stored match (``later``, key order)
+    that shares a player with them at its time."""
     affected = {pid for key, pids in batch if key >= since for pid in pids}
+    gone = set(dropped)
+    affected |= {r.player_id for m in later if m.match_id in gone for r in m.rows}
     for match in later:
         pids = {r.player_id for r in match.rows}
         if pids & affected:
@@ -143,7 +147,7 @@ class Sweep:
 
 def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Match | FreeForAll]],
           later: Sequence[LaterMatch], current: dict[str, Standing],
-          to_engine: Callable[[dict[str, Any]], Match | FreeForAll]) -> Sweep:
+          to_engine: Callable[[dict[str, Any]], Match | FreeForAll], dropped: Iterable[str] = ()) -> Sweep:
     """Rate a ladder's ``batch`` (``(index, key, match)``, in the order to apply: key order on a
     chronological ladder, queue order on an arrival-order one, where keys are ``None`` and
     ``later`` is empty) merged with the stored ``later`` matches, re-rating each stored match that
@@ -154,8 +158,11 @@ def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Matc
     before the first match it takes part in: its current standing when none of its stored matches
     follows, else the history row of the first that follows (rating and games before it, peak and
     season the row kept, wins/draws/losses of the current row minus those of the following rows).
+    A stored match named in ``dropped`` (annulled) is left out: its players enter the sweep from
+    their state just before it, and what follows is re-rated without it.
     Ratings in rating points. Raises what the engine raises.
     """
+    gone = set(dropped)
     merged: list[tuple[Any, int, int]] = [(key, 0, n) for n, (_, key, _) in enumerate(batch)]
     if later:
         merged += [(m.key, 1, i) for i, m in enumerate(later)]
@@ -196,6 +203,11 @@ def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Matc
         else:
             stored = later[i]
             pids = [r.player_id for r in stored.rows]
+            if stored.match_id in gone:
+                for pid in pids:
+                    if pid not in active:
+                        enter(pid, key)
+                continue
             if not any(pid in active for pid in pids):
                 continue
             em = to_engine(stored.payload)

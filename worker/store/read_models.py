@@ -87,16 +87,37 @@ def history(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[
     ).fetchall()
 
 
+def history_corrections(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[str, Any]]:
+    """The corrections that rewrote one player's history on a ladder (current generation), oldest
+    first: ``id``, ``kind`` (``late``: a late match placed in its position; ``annulment``), the
+    ``match_id`` that caused it, ``at``, the player's history ``rows`` it superseded, and for an
+    annulment the ``reason``, ``annulled_by`` and whether this player's own match was annulled
+    (``own_match``)."""
+    return conn.cursor(row_factory=dict_row).execute(
+        """
+        SELECT c.id, c.kind, c.match_id, c.at, count(*) AS rows, a.reason, a.annulled_by,
+               bool_or(rc.match_id = a.match_id) AS own_match
+          FROM rating_changes rc JOIN corrections c ON c.id = rc.superseded_by
+          LEFT JOIN annulments a ON a.correction_id = c.id AND a.match_id = rc.match_id
+         WHERE rc.ladder = %(ladder)s AND rc.player_id = %(player)s
+           AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)
+         GROUP BY c.id, c.kind, c.match_id, c.at, a.reason, a.annulled_by
+         ORDER BY c.id
+        """,
+        {"ladder": ladder, "player": player_id},
+    ).fetchall()
+
+
 def iter_ledger_rows(
     conn: psycopg.Connection, ladder: str, order: str, boundary: int | None = None,
     where: str = "", params: dict[str, Any] | None = None, batch_size: int = 5000,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Stream ``(seq, payload)`` of the ladder's ledger in ``order`` (a key of :data:`LEDGER_ORDER`)
-    through a server-side cursor; ``where`` adds a condition (SQL with named ``params``).
+    """Stream ``(seq, payload)`` of the ladder's ledger (annulled matches left out) in ``order`` (a
+    key of :data:`LEDGER_ORDER`) through a server-side cursor; ``where`` adds a condition (SQL with named ``params``).
 
     Raises ``KeyError`` for an unknown order.
     """
-    sql = f"SELECT seq, payload FROM ledger WHERE ladder = %(ladder)s {where} {LEDGER_ORDER[order]}"
+    sql = f"SELECT seq, payload FROM ledger WHERE ladder = %(ladder)s AND NOT annulled {where} {LEDGER_ORDER[order]}"
     with conn.transaction(), conn.cursor(name="ledger_replay") as cur:
         cur.itersize = batch_size
         cur.execute(sql, {"ladder": ladder, "boundary": boundary, **(params or {})})

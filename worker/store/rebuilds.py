@@ -76,7 +76,7 @@ def ledger_last_seq(conn: psycopg.Connection, ladder: str) -> int:
 
 def ledger_count(conn: psycopg.Connection, ladder: str, up_to_seq: int) -> int:
     """How many rows of the ladder's ledger have ``seq <= up_to_seq``."""
-    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s",
+    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s AND NOT annulled",
                         (ladder, up_to_seq)).fetchone()[0]
 
 
@@ -86,7 +86,7 @@ def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int,
     bound when ``None``), by ``seq``."""
     return conn.execute(
         """SELECT seq, payload FROM ledger
-            WHERE ladder = %s AND seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq""",
+            WHERE ladder = %s AND seq > %s AND (%s::bigint IS NULL OR seq <= %s) AND NOT annulled ORDER BY seq""",
         (ladder, after_seq, up_to_seq, up_to_seq),
     ).fetchall()
 

@@ -61,3 +61,25 @@ BEGIN
     END IF;
 END
 $$;
+
+-- Annulment: organisers void matches (`ratings annul`, or a `ratings.annul_matches` message). The
+-- ledger keeps the original row, flagged; the replay leaves it out; its history rows are superseded
+-- by an 'annulment' correction that re-rates what followed it; the annulment is on record here.
+ALTER TABLE ledger ADD COLUMN annulled boolean NOT NULL DEFAULT false;
+ALTER TABLE corrections DROP CONSTRAINT corrections_kind_check,
+    ADD CONSTRAINT corrections_kind_check CHECK (kind IN ('late', 'annulment'));
+CREATE TABLE annulments (
+    match_id       text        PRIMARY KEY REFERENCES ledger (match_id),
+    ladder         text        NOT NULL,
+    reason         text        NOT NULL,
+    annulled_by    text        NOT NULL,
+    annulled_at    timestamptz NOT NULL DEFAULT now(),
+    correction_id  bigint      REFERENCES corrections (id)
+);
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ratings_worker') THEN
+        GRANT SELECT, INSERT ON annulments TO ratings_worker;
+    END IF;
+END
+$$;
