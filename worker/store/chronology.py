@@ -14,6 +14,7 @@ correction costs the matches it reads (:func:`later_matches`, at most the bound)
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -57,18 +58,21 @@ class LaterMatch:
     seq: int
     match_id: str
     key: OrderKey
-    payload: dict[str, Any]
+    payload: str | None
+    """The ledger payload as JSON text (parsed only if the match is re-rated); None when not read."""
     rows: list[LaterRow] = field(default_factory=list)
 
 
 def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation: int,
-                  limit: int, inclusive: bool = False) -> list[LaterMatch]:
+                  limit: int, inclusive: bool = False, payloads: bool = True) -> list[LaterMatch]:
     """The ladder's stored matches (not annulled) with an order key above ``after`` (or equal,
-    ``inclusive``), in key order, with their current history rows of ``generation``: at most
-    ``limit`` matches (one statement; the index ``ledger_ladder_order`` finds them)."""
+    ``inclusive``), in key order, with their current history rows of ``generation`` and (``payloads``)
+    their payloads as JSON text: at most ``limit`` matches (one statement; the index
+    ``ledger_ladder_order`` finds them)."""
+    payload = "l.payload::text" if payloads else "NULL::text"  # text: parsed only for a re-rated match
     rows = cur.execute(
         f"""
-        SELECT l.seq, l.match_id, l.order_at, l.payload, rc.id, rc.player_id, rc.sequence, rc.rating_before,
+        SELECT l.seq, l.match_id, l.order_at, {payload}, rc.id, rc.player_id, rc.sequence, rc.rating_before,
                rc.result, rc.peak_before, rc.season_before
           FROM (SELECT seq, match_id, order_at, payload FROM ledger
                  WHERE ladder = %(ladder)s AND NOT annulled
@@ -210,7 +214,8 @@ def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Matc
                 continue
             if not any(pid in active for pid in pids):
                 continue
-            em = to_engine(stored.payload)
+            assert stored.payload is not None, "later_matches read without payloads"
+            em = to_engine(json.loads(stored.payload))
         for pid in pids:
             if pid not in active:
                 enter(pid, key)

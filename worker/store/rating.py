@@ -329,7 +329,7 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         """,
         ([k[0] for k in order], [k[1] for k in order], [float(policies[k[0]].initial_for(k[1])) for k in order]),
     )}
-    plans = _plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force, limits)
+    plans = _plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force, limits, payloads=False)
     extra = sorted({(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - keys)
     # Rows another transaction holds are waited for a bounded time, then their matches deferred
     # (worker/store/locking.py): never the whole batch behind one player.
@@ -626,7 +626,7 @@ class _Plan:
 def _plan_corrections(cur: psycopg.Cursor, matches: Sequence[BatchMatch], engine_matches: Sequence[Any],
                       match_keys: Sequence[OrderKey | None], last_keys: dict[tuple[str, str], OrderKey],
                       in_force: dict[str, tuple[Any, int, str]], limits: TransactionTimeouts,
-                      games: dict[tuple[str, str], int] | None = None) -> dict[str, _Plan]:
+                      games: dict[tuple[str, str], int] | None = None, payloads: bool = True) -> dict[str, _Plan]:
     """Per chronological ladder with a late match in the batch (its order key below the last key of
     one of its players in ``last_keys``): the correction to make. One read of the later matches
     per such ladder (:func:`worker.store.chronology.later_matches`, at most the bound + 1). With
@@ -643,7 +643,7 @@ def _plan_corrections(cur: psycopg.Cursor, matches: Sequence[BatchMatch], engine
     plans: dict[str, _Plan] = {}
     bound = limits.correction_max_matches
     for ladder, (key, cause) in since.items():
-        later = later_matches(cur, ladder, key, in_force[ladder][1], bound + 1)
+        later = later_matches(cur, ladder, key, in_force[ladder][1], bound + 1, payloads=payloads)
         if len(later) > bound:
             plans[ladder] = _Plan(cause, key, [], set(), True)
             continue
