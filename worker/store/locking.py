@@ -114,9 +114,19 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     remembered = any(_blocked_until.get(k, 0.0) > now for k in busy)
     waited_from = time.perf_counter()
     try:
-        with conn.transaction():
-            _set_lock_timeout(cur, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms)
-            result.rows = cur.execute(_SELECT, args).fetchall()
+        waited_ms = 0.0
+        while True:
+            try:
+                with conn.transaction():
+                    _set_lock_timeout(cur, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms)
+                    result.rows = cur.execute(_SELECT, args).fetchall()
+                break
+            except psycopg.errors.LockNotAvailable:
+                # Rows another rating transaction holds (a correction holds many, for longer) are
+                # waited for, up to lock_timeout in all; a session stuck in a transaction is not.
+                waited_ms = (time.perf_counter() - waited_from) * 1000.0
+                if remembered or waited_ms + wait_ms > lock_timeout_ms or _stuck_session(cur):
+                    raise
     except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
         waited = time.perf_counter() - waited_from
         result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
@@ -134,6 +144,30 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     _set_lock_timeout(cur, lock_timeout_ms)
     result.seconds = time.perf_counter() - started
     return result
+
+
+RATING_APPLICATION = "ratings-rating"
+"""``application_name`` of a rating transaction (``SET LOCAL``), so a waiting one can tell its peers."""
+
+STUCK_AFTER_MS = 500
+"""A session idle inside a transaction this long, or another application's transaction open this
+long, may be what holds the rows a rating transaction waits for: it defers instead of waiting on."""
+
+
+def _stuck_session(cur: psycopg.Cursor) -> bool:
+    """True when another session of this database is idle inside a transaction, or runs a
+    transaction of another application, for :data:`STUCK_AFTER_MS` or longer (an operator's
+    session, a frozen worker): the rows may be held for long, so the batch defers their matches.
+    Otherwise the rows are held by rating transactions, which finish: the caller waits on."""
+    row = cur.execute(
+        """SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                           WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+                             AND ((state LIKE 'idle in transaction%%'
+                                   AND state_change < now() - make_interval(secs => %s))
+                                  OR (coalesce(application_name, '') <> %s
+                                      AND xact_start < now() - make_interval(secs => %s))))""",
+        (STUCK_AFTER_MS / 1000.0, RATING_APPLICATION, STUCK_AFTER_MS / 1000.0)).fetchone()
+    return bool(row and row[0])
 
 
 def _forget(keys: Iterable[Key]) -> None:

@@ -38,7 +38,7 @@ from worker.store.events import (
     match_events_json,
 )
 from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force
-from worker.store.locking import deferred_matches, lock_players, record_lock_waits
+from worker.store.locking import RATING_APPLICATION, deferred_matches, lock_players, record_lock_waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +101,13 @@ DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_m
 
 def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts) -> None:
     """Apply ``timeouts`` to the current transaction only (``set_config(..., true)``, i.e. ``SET
-    LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires."""
+    LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires. The
+    transaction's ``application_name`` becomes :data:`worker.store.locking.RATING_APPLICATION`, so
+    a rating transaction waiting for rows can tell a peer from a stuck session."""
     cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true), "
-                "set_config('idle_in_transaction_session_timeout', %s, true)",
+                "set_config('idle_in_transaction_session_timeout', %s, true), set_config('application_name', %s, true)",
                 (f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms",
-                 f"{int(timeouts.idle_in_transaction_ms)}ms"))
+                 f"{int(timeouts.idle_in_transaction_ms)}ms", RATING_APPLICATION))
     keepalives = {"tcp_keepalives_idle": timeouts.tcp_keepalives_idle_s,
                   "tcp_keepalives_interval": timeouts.tcp_keepalives_interval_s,
                   "tcp_keepalives_count": timeouts.tcp_keepalives_count}
@@ -369,23 +371,32 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     # Typed player states per ladder, and what the engine does not track: the last finished_at, the
     # last order key, and the extra events (a player's event sequence is games played + extra events:
     # rebuild and correction events).
+    # Under the locks: the corrections again, from what is committed now. Players a correction now
+    # needs beyond those locked (matches committed between the read and the locks) are locked too,
+    # out of the global order (a deadlock, if it happens, is a transient error retried), until the
+    # set stops growing: retrying the whole batch instead would race the other workers again.
+    locked = {(r[0], r[1]) for r in rows}
+    for _ in range(MAX_LOCK_ROUNDS):
+        last_keys = {(r[0], r[1]): (r[11], r[12]) for r in rows if r[11] is not None}
+        plans = _plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force, limits,
+                                  {(r[0], r[1]): r[3] for r in rows})
+        grown = {(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - locked
+        if not grown:
+            break
+        more = lock_players(cur, sorted(grown), limits.player_lock_wait_ms, limits.lock_timeout_ms)
+        if more.blocked:
+            raise CorrectionGrew(f"a correction needs {len(more.blocked)} player row(s) another transaction holds")
+        rows = rows + more.rows
+        locked |= grown
+    else:
+        raise CorrectionGrew(f"the players a correction needs kept growing ({MAX_LOCK_ROUNDS} rounds)")
     standings: dict[str, dict[str, Standing]] = {ladder: {} for ladder in ladders}
     last_finished: dict[tuple[str, str], datetime | None] = {}
     extra_events: dict[tuple[str, str], int] = {}
-    last_keys = {}
-    for lad, pid, rating, games, last, peak, season, rebuilds, wins, draws, losses, at, mid in rows:
+    for lad, pid, rating, games, last, peak, season, rebuilds, wins, draws, losses, _at, _mid in rows:
         standings[lad][pid] = Standing(rating, games, peak, season, wins, draws, losses)
         last_finished[(lad, pid)] = last
         extra_events[(lad, pid)] = rebuilds
-        if at is not None:
-            last_keys[(lad, pid)] = (at, mid)
-    # Under the locks: the corrections again, from what is committed now; more players than locked: retry.
-    games = {(r[0], r[1]): r[3] for r in rows}
-    plans = _plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force, limits, games)
-    locked = {(r[0], r[1]) for r in rows}
-    grown = {(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - locked
-    if grown:
-        raise CorrectionGrew(f"a correction needs {len(grown)} more player row(s) than it locked")
 
     # Late matches: one that finished before an applied match of one of its players (arrival
     # order), or whose order key is below a player's last one (chronological). Past the bound they
@@ -600,6 +611,9 @@ def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tu
     )
     cur.execute("SELECT pg_notify(%b, '')", (OUTBOX_CHANNEL,))
 
+
+MAX_LOCK_ROUNDS = 10
+"""Rounds of extra player locks a correction may take under the locks before the batch runs again."""
 
 _TICK = timedelta(microseconds=1)
 """PostgreSQL's timestamp resolution: a match placed at the end goes this much after its players' last."""
