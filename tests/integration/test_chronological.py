@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+import subprocess
+import sys
 from collections import defaultdict
 
 import psycopg
@@ -25,6 +28,11 @@ from worker.ops.football import football_matches
 from worker.ops.rebuild import rebuild_ladder
 from worker.ops.verify import verify_ladder
 from worker.settings import get_settings
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "worker", *args], env=dict(os.environ, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
 
 
 def demo_messages() -> list[dict]:
@@ -136,3 +144,41 @@ def test_a_late_match_past_the_bound_goes_at_the_end_and_a_rebuild_puts_it_back(
     ann, ben = elo(1200, ben)
     ann, cid = elo(ann, cid)
     assert stored_now == pytest.approx({"ann": ann, "ben": ben, "cid": cid}, abs=1e-9)
+
+
+def test_annulling_a_match_in_the_middle_of_a_ladder_equals_the_replay_without_it(clean, publisher):
+    """The shorter demo through two workers, then `ratings annul` of a Sedma match in the middle:
+    the ratings equal a chronological replay of the messages without it, every changed player got a
+    `correction` event (last event = stored rating, no gap), verify passes, the annulment is on
+    record; annulling it again does nothing; publishing it again is a duplicate."""
+    messages = demo_messages()
+    run_once(clean, publisher, messages)
+    sedma = sorted((m for m in messages if m["ladder"] == "sedma"), key=lambda m: (m["finished_at"], m["match_id"]))
+    victim = sedma[len(sedma) // 2]
+    first = run_cli("annul", victim["match_id"], "--reason", "cheating", "--by", "referee")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "sedma: annulled" in first.stdout
+    rest = [m for m in messages if m["match_id"] != victim["match_id"]]
+    assert stored(clean) == chronological_replay(rest)
+    with clean.connect() as conn:
+        events = defaultdict(list)
+        for (payload,) in conn.execute("SELECT payload FROM outbox"):
+            events[(payload["ladder"], payload["player_id"])].append(payload)
+        corrections = conn.execute("SELECT count(*) FROM outbox WHERE payload->>'reason' = 'correction'").fetchone()[0]
+        record = conn.execute("SELECT reason, annulled_by FROM annulments WHERE match_id = %s",
+                              (victim["match_id"],)).fetchone()
+        ladders = load_ladder_policies(get_settings())
+        assert verify_ladder(conn, "sedma", ladders["sedma"].policy).ok
+    assert corrections > 0 and record == ("cheating", "referee")
+    for key, evs in events.items():
+        evs.sort(key=lambda e: e["sequence"])
+        assert [e["sequence"] for e in evs] == list(range(1, len(evs) + 1)), key
+        assert evs[-1]["rating_after"] == stored(clean)[key][0], key
+    again = run_cli("annul", victim["match_id"], "--reason", "cheating")
+    assert again.returncode == 0 and "already annulled" in again.stdout
+    assert stored(clean) == chronological_replay(rest)
+    publisher(victim)
+    counts = clean.wait_drained(len(messages) + 1)
+    assert counts.duplicates == 1 and counts.applied == len(messages)
+    history = run_cli("history", victim["side_a"]["players"][0]["player_id"], "--ladder", "sedma")
+    assert "annulment of " + victim["match_id"] in history.stdout
