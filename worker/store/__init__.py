@@ -73,6 +73,7 @@ from worker.store.rating import (  # noqa: F401
 from worker.store.read_models import (  # noqa: F401
     LEDGER_ORDER,
     Counts,
+    correction_totals,
     counts,
     history,
     history_corrections,
@@ -81,6 +82,7 @@ from worker.store.read_models import (  # noqa: F401
     ladders_in_use,
     leaderboard,
     ledger_size,
+    placed_at_end_counts,
     stored_standings,
 )
 from worker.store.rebuilds import (  # noqa: F401

@@ -167,3 +167,14 @@ def rating_sums(conn: psycopg.Connection) -> list[tuple[str, float, int]]:
     """``(ladder, sum of ratings, players)`` per ladder (the pool-drift gauge's input)."""
     return [(ladder, float(total), players) for ladder, total, players in
             conn.execute("SELECT ladder, sum(rating), count(*) FROM players GROUP BY ladder")]
+
+
+def placed_at_end_counts(conn: psycopg.Connection) -> dict[str, int]:
+    """Per ladder, matches placed at the end past the correction bound (``ledger.placed_at_end``)."""
+    return dict(conn.execute("SELECT ladder, count(*) FROM ledger WHERE placed_at_end GROUP BY ladder").fetchall())
+
+
+def correction_totals(conn: psycopg.Connection) -> tuple[int, int]:
+    """(corrections made, matches they re-rated) over all ladders."""
+    row = conn.execute("SELECT count(*), coalesce(sum(matches_rerated), 0) FROM corrections").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
