@@ -78,8 +78,10 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
                  WHERE ladder = %(ladder)s AND NOT annulled
                    AND (order_at, match_id COLLATE "C") {'>=' if inclusive else '>'} (%(at)s, %(mid)s COLLATE "C")
                  ORDER BY order_at, match_id COLLATE "C" LIMIT %(limit)s) AS l
-          JOIN rating_changes rc ON rc.match_id = l.match_id AND rc.generation = %(generation)s
-                                AND rc.superseded_by IS NULL
+          -- LATERAL ... OFFSET 0: one index lookup per match, whatever the statistics say (a fresh
+          -- ladder has none, and the planner then scanned a whole generation: seconds, not milliseconds)
+          CROSS JOIN LATERAL (SELECT * FROM rating_changes x WHERE x.match_id = l.match_id
+                                 AND x.generation = %(generation)s AND x.superseded_by IS NULL OFFSET 0) AS rc
          ORDER BY l.order_at, l.match_id COLLATE "C", rc.player_id COLLATE "C"
         """,
         {"ladder": ladder, "at": after[0], "mid": after[1], "limit": limit, "generation": generation},
