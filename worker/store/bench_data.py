@@ -136,3 +136,16 @@ def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int]]:
     backends = [pid for pid, kind, ours in rows if kind == "client backend" and ours]
     background = [pid for pid, kind, _ in rows if kind not in ("client backend", "walsender")]
     return backends, background
+
+
+def correction_figures(conn: psycopg.Connection) -> dict[str, int]:
+    """What the late matches of a run cost: ``late_matches`` (``ledger.out_of_order``),
+    ``placed_at_end``, ``corrections``, ``matches_rerated`` in all and the ``largest_correction``."""
+    row = conn.execute("SELECT count(*) FILTER (WHERE out_of_order), count(*) FILTER (WHERE placed_at_end) "
+                       "FROM ledger").fetchone()
+    late, at_end = row if row else (0, 0)
+    row = conn.execute("SELECT count(*), coalesce(sum(matches_rerated), 0), coalesce(max(matches_rerated), 0) "
+                       "FROM corrections").fetchone()
+    made, rerated, largest = row if row else (0, 0, 0)
+    return {"late_matches": int(late), "placed_at_end": int(at_end), "corrections": int(made),
+            "matches_rerated": int(rerated), "largest_correction": int(largest)}
