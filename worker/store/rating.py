@@ -338,13 +338,16 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     locks = lock_players(cur, sorted(keys | set(extra)), limits.player_lock_wait_ms, limits.lock_timeout_ms)
     rows, lock_wait = locks.rows, locks.seconds
     if locks.blocked:
-        # a late match needs every row its correction touches: it waits with the matches sharing them
+        # A match from a correction's start on needs every row the correction re-rates because of
+        # it (its players and the stored matches after the start that share one with them, as
+        # affected_players reckons for the whole batch), not the rows the batch's other matches
+        # bring in: it waits with the matches sharing them, the rest of the ladder goes on.
         def rows_of(m: BatchMatch, em: Any, key: OrderKey | None) -> list[tuple[str, str]]:
             ladder = m.payload["ladder"]
             plan = plans.get(ladder)
             touched = set(em.player_ids())
             if plan is not None and key is not None and key >= plan.since:
-                touched |= plan.affected
+                touched = affected_players([(key, touched)], plan.later, plan.since)
             return [(ladder, pid) for pid in touched]
 
         deferred = set(deferred_matches([rows_of(m, em, k) for m, em, k in zip(matches, engine_matches, match_keys)],
@@ -383,7 +386,9 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         grown = {(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - locked
         if not grown:
             break
-        more = lock_players(cur, sorted(grown), limits.player_lock_wait_ms, limits.lock_timeout_ms)
+        # queue=False: this transaction holds its ladders' queue lock already (shared or exclusive);
+        # asking for it exclusively again while peers hold it shared could close a cycle with them
+        more = lock_players(cur, sorted(grown), limits.player_lock_wait_ms, limits.lock_timeout_ms, queue=False)
         if more.blocked:
             raise CorrectionGrew(f"a correction needs {len(more.blocked)} player row(s) another transaction holds")
         rows = rows + more.rows
