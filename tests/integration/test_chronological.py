@@ -1,8 +1,8 @@
 """Issue 18: the same matches give the same ratings, whatever the workers' timing.
 
 Real PostgreSQL, Redis and the session's two worker processes. The reference is the engine's
-plain fold (:func:`engine.replay.replay`) over the messages sorted by ``(finished_at, match_id)``
-in this test: it never reads the store's order or its corrections.
+plain fold over the messages sorted by ``(finished_at, match_id)`` (:mod:`tests.reference_replay`):
+it never reads the store's order or its corrections.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from collections import defaultdict
 import psycopg
 import pytest
 
-from engine.replay import replay
 from schemas import parse_match_finished
 from worker import store as repository
 from worker.bootstrap import load_ladder_policies
 from worker.devtools.generate import generate_sedma_matches
-from worker.mapping import to_engine_match
 from worker.ops.football import football_matches
 from worker.ops.rebuild import rebuild_ladder
 from worker.ops.verify import verify_ladder
 from worker.settings import get_settings
+
+from ..reference_replay import chronological_replay
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -40,18 +40,6 @@ def demo_messages() -> list[dict]:
     football = [json.loads(m.canonical_json()) for m in football_matches(limit=600)]
     sedma = [json.loads(m.canonical_json()) for m in generate_sedma_matches(300, players=30, seed=2026)]
     return football + sedma
-
-
-def chronological_replay(messages: list[dict]) -> dict[tuple[str, str], tuple[float, int]]:
-    """The single-process chronological replay of ``messages``, per ladder: (rating, games)."""
-    ladders = load_ladder_policies(get_settings())
-    out = {}
-    for ladder in ("elo", "sedma"):
-        mine = [parse_match_finished(m) for m in messages if m["ladder"] == ladder]
-        mine.sort(key=lambda m: (m.finished_at, m.match_id.encode()))
-        standings = replay((to_engine_match(json.loads(m.canonical_json())) for m in mine), ladders[ladder].policy)
-        out.update({(ladder, pid): (s.rating, s.games_played) for pid, s in standings.items()})
-    return out
 
 
 def stored(env) -> dict[tuple[str, str], tuple[float, int]]:

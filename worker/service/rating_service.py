@@ -198,7 +198,8 @@ class RatingService:
                 for _ in range(5):
                     try:
                         result = repository.apply_batch(conn, entries, before_commit=self._before_commit,
-                                                        timeouts=self.timeouts)
+                                                        timeouts=self.timeouts,
+                                                        before_correction_commit=self._before_correction_commit)
                         self._environment_failed = False
                         return result
                     except repository.LedgerRace as exc:
@@ -213,3 +214,6 @@ class RatingService:
 
     def _before_commit(self) -> None:
         self.faults.hit("in_transaction")
+
+    def _before_correction_commit(self) -> None:
+        self.faults.hit("in_correction")

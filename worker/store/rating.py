@@ -143,6 +143,7 @@ def apply_batch(
     entries: Sequence[BatchEntry],
     before_commit: Callable[[], None] | None = None,
     timeouts: TransactionTimeouts | None = None,
+    before_correction_commit: Callable[[], None] | None = None,
 ) -> tuple[list[Handled], float | None]:
     """Apply 1 to N messages, in queue order, in one transaction: the only rating transaction.
 
@@ -173,7 +174,8 @@ def apply_batch(
        :class:`schemas.RatingChanged` events whose per-player ``sequence`` grows by one per match;
     4. ledger, players, duplicate deliveries and dead letters are written with one multi-row
        statement each (``unnest`` of arrays sent in binary), history and outbox rows by ``COPY``;
-       one ``NOTIFY``; ``before_commit`` runs, then COMMIT.
+       one ``NOTIFY``; ``before_correction_commit`` runs when the transaction re-rated stored
+       matches (a correction), then ``before_commit``, then COMMIT.
 
     ``timeouts`` (milliseconds) are applied first with ``SET LOCAL`` (they end with the transaction:
     no session state, so the connection may come through PgBouncer in transaction mode), with
@@ -195,6 +197,8 @@ def apply_batch(
             if timeouts is not None:
                 set_local_timeouts(cur, timeouts)
             lock_wait = _classify_and_apply(cur, entries, results, timeouts or DEFAULT_TIMEOUTS)
+            if before_correction_commit is not None and any(r is not None and r.rerated for r in results):
+                before_correction_commit()
             if before_commit is not None:
                 before_commit()
     except psycopg.Error as exc:  # e.g. the session ended by idle_in_transaction_session_timeout
