@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections import defaultdict
 
 import psycopg
@@ -170,3 +171,73 @@ def test_annulling_a_match_in_the_middle_of_a_ladder_equals_the_replay_without_i
     assert counts.duplicates == 1 and counts.applied == len(messages)
     history = run_cli("history", victim["side_a"]["players"][0]["player_id"], "--ladder", "sedma")
     assert "annulment of " + victim["match_id"] in history.stdout
+
+
+def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_matches(clean, publisher):
+    """A game backend's `ratings.annul_matches` message (worker.producer.publish_annulment) naming a
+    football match and a Sedma match in the middle of their ladders, through the session's workers:
+    the ratings equal a chronological replay of the messages without them, every changed player's
+    last event (a `correction`) holds its stored rating with no sequence gap, the annulment is on
+    record with its reason and who. The same message again changes nothing; an invalid one and one
+    naming an unknown match end as dead letters with their reason codes, the message kept."""
+    from worker.producer import ANNUL_TASK_NAME, producer_app, publish_annulment, publish_body
+
+    messages = [json.loads(m.canonical_json()) for m in football_matches(limit=300)]
+    messages += [json.loads(m.canonical_json()) for m in generate_sedma_matches(200, players=20, seed=18)]
+    run_once(clean, publisher, messages)
+    victims = []
+    for ladder in ("elo", "sedma"):
+        mine = sorted((m for m in messages if m["ladder"] == ladder), key=lambda m: (m["finished_at"], m["match_id"]))
+        victims.append(mine[len(mine) // 2]["match_id"])
+    app = producer_app(clean.broker_url)
+    publish_annulment(app, victims, reason="match fixing", annulled_by="anti-cheat", queue=clean.queue)
+
+    def annulled() -> int:
+        with clean.connect() as conn:
+            return conn.execute("SELECT count(*) FROM annulments").fetchone()[0]
+
+    deadline = time.monotonic() + 60
+    while annulled() < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    clean.wait_drained(len(messages))
+    rest = [m for m in messages if m["match_id"] not in victims]
+    assert stored(clean) == chronological_replay(rest)
+    with clean.connect() as conn:
+        records = conn.execute("SELECT match_id, reason, annulled_by FROM annulments ORDER BY match_id").fetchall()
+        corrections = conn.execute("SELECT count(*) FROM outbox WHERE payload->>'reason' = 'correction'").fetchone()[0]
+        events = defaultdict(list)
+        for (payload,) in conn.execute("SELECT payload FROM outbox"):
+            events[(payload["ladder"], payload["player_id"])].append(payload)
+        ladders = load_ladder_policies(get_settings())
+        assert all(verify_ladder(conn, ladder, ladders[ladder].policy).ok for ladder in ("elo", "sedma"))
+    assert records == sorted((v, "match fixing", "anti-cheat") for v in victims) and corrections > 0
+    now = stored(clean)
+    for key, evs in events.items():
+        evs.sort(key=lambda e: e["sequence"])
+        assert [e["sequence"] for e in evs] == list(range(1, len(evs) + 1)), key
+        assert evs[-1]["rating_after"] == now[key][0], key
+
+    with clean.connect() as conn:
+        corrections_before = conn.execute("SELECT count(*) FROM corrections").fetchone()[0]
+    publish_annulment(app, victims, reason="match fixing", annulled_by="anti-cheat", queue=clean.queue)
+    publish_body(app, b'{"schema_version":1,"match_ids":[],"reason":"x","annulled_by":"y"}', clean.queue,
+                 task=ANNUL_TASK_NAME)
+    publish_annulment(app, ["no-such-match"], reason="typo", annulled_by="anti-cheat", queue=clean.queue)
+
+    def settled() -> bool:
+        mine = [u for u in (json.loads(v) for v in clean.redis.hvals("unacked")) if u[2] == clean.queue]
+        with clean.connect() as conn:
+            dead = conn.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+        return dead == 2 and clean.redis.llen(clean.queue) == 0 and not mine
+
+    deadline = time.monotonic() + 60
+    while not settled() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with clean.connect() as conn:
+        dead = conn.execute("SELECT reason_code, raw_body, headers->>'task' FROM dead_letters ORDER BY reason_code").fetchall()
+        corrections_after = conn.execute("SELECT count(*) FROM corrections").fetchone()[0]
+    assert [(code, task) for code, _, task in dead] == [("schema_violation", ANNUL_TASK_NAME),
+                                                         ("unknown_match", ANNUL_TASK_NAME)]
+    assert json.loads(dead[1][1])["match_ids"] == ["no-such-match"]
+    assert annulled() == 2 and corrections_after == corrections_before  # the same annulment again: a no-op
+    assert stored(clean) == chronological_replay(rest)

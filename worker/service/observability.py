@@ -40,6 +40,8 @@ MESSAGES = Counter(
 )
 """Labelled by :class:`worker.outcome.Outcome` values (the one outcome type of store, service and metrics)."""
 DEAD_LETTERS = Counter("ratings_dead_letters_total", "Dead letters written, by reason code", ["reason"])
+ANNULMENT_MESSAGES = Counter("ratings_annulment_messages_total", "ratings.annul_matches messages handled, by "
+                             "outcome (annulled, already_annulled, dead_letter)", ["outcome"])
 OUT_OF_ORDER = Counter("ratings_out_of_order_total", "Matches applied after a later match of one of their players",
                        ["ladder"])
 PLACED_AT_END = Counter("ratings_placed_at_end_total", "Late matches past the correction bound "

@@ -22,6 +22,7 @@ The rating transaction (DESIGN.md, "What it does"), one path for 1 to N messages
 """
 
 from worker.store.annulments import (  # noqa: F401
+    AnnulmentBusy,
     AnnulmentRefused,
     AnnulmentResult,
     annul_matches,

@@ -42,6 +42,11 @@ class AnnulmentRefused(Exception):
     """The annulment cannot run now or at all; the message says why and what to do."""
 
 
+class AnnulmentBusy(AnnulmentRefused):
+    """The annulment cannot run now (a rebuild of the ladder runs; its players kept changing under
+    it): the same annulment later will run."""
+
+
 @dataclass(frozen=True)
 class AnnulmentResult:
     """What an annulment did: the match ids ``annulled`` now, those ``already`` annulled (a no-op),
@@ -63,7 +68,8 @@ def annul_matches(conn: psycopg.Connection, match_ids: Sequence[str], reason: st
     ``ladders`` are the configured ladders (their policies, as a rating transaction gets them).
     Annulling an annulled match is a no-op; an unknown id is reported, not an error. ``conn`` must
     be in autocommit mode. Raises :class:`AnnulmentRefused` for a ladder in arrival order (annul
-    needs the chronological order) or while a rebuild of the ladder runs; ``psycopg.Error`` on
+    needs the chronological order) or an unconfigured one, :class:`AnnulmentBusy` (a subclass) while
+    a rebuild of the ladder runs or its players kept changing; ``psycopg.Error`` on
     database failures (nothing is written then).
     """
     if not reason.strip():
@@ -75,7 +81,7 @@ def annul_matches(conn: psycopg.Connection, match_ids: Sequence[str], reason: st
                 return _annul(cur, sorted(set(match_ids)), reason, annulled_by, ladders, timeouts or DEFAULT_TIMEOUTS)
         except LedgerRace:
             continue
-    raise AnnulmentRefused(f"the players the annulment touches kept changing under it ({attempts} attempts); "
+    raise AnnulmentBusy(f"the players the annulment touches kept changing under it ({attempts} attempts); "
                            "try again")
 
 
@@ -97,7 +103,7 @@ def _annul(cur: psycopg.Cursor, ids: list[str], reason: str, by: str, ladders: M
             raise AnnulmentRefused(f"ladder {ladder!r} of match {todo[ladder][0]!r} is not configured here")
         free = cur.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (REBUILD_LOCK_CLASS, ladder))
         if not free.fetchone()[0]:
-            raise AnnulmentRefused(f"a rebuild of ladder {ladder!r} is running; annul after it finishes")
+            raise AnnulmentBusy(f"a rebuild of ladder {ladder!r} is running; annul after it finishes")
     cur.execute("SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))) FROM unnest(%b::text[]) AS l",
                 (LADDER_LOCK_CLASS, names))
     occurred_at = datetime.now(UTC)
