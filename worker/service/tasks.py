@@ -116,6 +116,17 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
         log.error("cannot serve metrics and health on port %s: %s", settings.metrics_port, exc)
 
 
+def _service_or_requeue() -> RatingService:
+    """This process's service, the backoff capped below the task's time limit; raises ``Reject``
+    (requeue) after a backoff when it cannot be built (broken configuration, database down)."""
+    BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
+    try:
+        return get_service()
+    except Exception as exc:  # keep the message
+        BACKOFF.wait(exc, "rating service unavailable; requeueing the message")
+        raise Reject(f"service unavailable: {exc}", requeue=True) from exc
+
+
 def apply_match(self, *args, **kwargs) -> str:
     """Apply one MatchFinished message (the task's single positional argument); registered as
     ``ratings.apply_match`` (bound) by :func:`worker.bootstrap.create_app`.
@@ -132,12 +143,7 @@ def apply_match(self, *args, **kwargs) -> str:
     it in, and a child serves one message at a time anyway); everything else ends as applied,
     duplicate or dead letter, and the message is acknowledged.
     """
-    BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
-    try:
-        service = get_service()
-    except Exception as exc:  # broken configuration or database down at start: keep the message
-        BACKOFF.wait(exc, "rating service unavailable; requeueing the message")
-        raise Reject(f"service unavailable: {exc}", requeue=True) from exc
+    service = _service_or_requeue()
     task_id = self.request.id
     started = time.perf_counter()
     structlog.contextvars.clear_contextvars()
@@ -178,12 +184,7 @@ def annul_matches(self, *args, **kwargs) -> str:
     environment not ready requeue the message after a backoff; so does the soft time limit. Returns
     the outcome: ``annulled``, ``already_annulled`` or ``dead_letter``.
     """
-    BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
-    try:
-        service = get_service()
-    except Exception as exc:  # broken configuration or database down at start: keep the message
-        BACKOFF.wait(exc, "rating service unavailable; requeueing the message")
-        raise Reject(f"service unavailable: {exc}", requeue=True) from exc
+    service = _service_or_requeue()
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=self.request.id)
     try:

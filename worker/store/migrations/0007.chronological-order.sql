@@ -52,16 +52,6 @@ UPDATE players SET last_order_at = last_finished_at, last_order_match = '' WHERE
 ALTER TABLE ladders DROP CONSTRAINT IF EXISTS ladders_check;
 ALTER TABLE ladders ALTER COLUMN apply_order SET DEFAULT 'finished-at';
 
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ratings_worker') THEN
-        GRANT SELECT, INSERT, UPDATE ON corrections TO ratings_worker;
-        GRANT UPDATE ON rating_changes TO ratings_worker;
-        GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO ratings_worker;
-    END IF;
-END
-$$;
-
 -- Annulment: organisers void matches (`ratings annul`, or a `ratings.annul_matches` message). The
 -- ledger keeps the original row, flagged; the replay leaves it out; its history rows are superseded
 -- by an 'annulment' correction that re-rates what followed it; the annulment is on record here.
@@ -76,10 +66,15 @@ CREATE TABLE annulments (
     annulled_at    timestamptz NOT NULL DEFAULT now(),
     correction_id  bigint      REFERENCES corrections (id)
 );
+
+-- The workers write corrections (late matches, annulment messages) and the annulments.
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ratings_worker') THEN
+        GRANT SELECT, INSERT, UPDATE ON corrections TO ratings_worker;
+        GRANT UPDATE ON rating_changes TO ratings_worker;
         GRANT SELECT, INSERT ON annulments TO ratings_worker;
+        GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO ratings_worker;
     END IF;
 END
 $$;
