@@ -22,17 +22,11 @@ import psycopg
 from engine.replay import Standing
 from worker.mapping import to_engine_match
 from worker.store.chronology import affected_players, later_matches, sweep
+from worker.store.corrections import record_correction, write_rating_rows
 from worker.store.events import correction_events_json
 from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force
 from worker.store.locking import lock_players
-from worker.store.rating import (
-    DEFAULT_TIMEOUTS,
-    LedgerRace,
-    TransactionTimeouts,
-    record_correction,
-    set_local_timeouts,
-    write_rating_rows,
-)
+from worker.store.rating import DEFAULT_TIMEOUTS, LedgerRace, TransactionTimeouts, set_local_timeouts
 from worker.store.rebuilds import REBUILD_LOCK_CLASS
 
 NO_LIMIT = 2**31 - 1
