@@ -51,12 +51,10 @@ def test_the_parser_rejects_a_document_whose_schema_reference_is_broken(tmp_path
     assert result.returncode == 1 and "invalid-ref" in result.stdout
 
 
-def test_the_node_consumer_example_reads_every_event_of_the_real_stream(clean, publisher):
+def test_the_node_consumer_example_reads_every_event_of_the_real_stream(clean, publish_in_order):
     """The Node example, a consumer group member, handles each of the 12 events once (a republished entry
     dropped) and ends with every player's rating equal to the database."""
-    for n in range(6):
-        publisher(match(f"node-{n}", "amy", "bea" if n % 2 else "cid"))
-    clean.wait_drained(6)
+    publish_in_order([match(f"node-{n}", "amy", "bea" if n % 2 else "cid") for n in range(6)])
     clean.wait_stream(12)
     _, fields = clean.redis.xrange(clean.stream, count=1)[0]
     clean.redis.xadd(clean.stream, fields)  # the relay may publish an event twice

@@ -13,7 +13,7 @@ SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "duplicate_de
 """The tables a benchmark run empties between runs."""
 
 _SYNTHETIC_LEDGER = """
-INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at)
+INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, order_at)
 SELECT id, 'elo', md5(id), jsonb_build_object(
            'schema_version', 1, 'match_id', id, 'ladder', 'elo',
            'finished_at', to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
@@ -23,7 +23,7 @@ SELECT id, 'elo', md5(id), jsonb_build_object(
                jsonb_build_object('player_id', 'pl' || lpad(((a + 1 + d) %% %(players)s::int)::text, 6, '0'),
                                   'stats', NULL))),
            'outcome', CASE WHEN o < 0.45 THEN 'side_a_won' WHEN o < 0.9 THEN 'side_b_won' ELSE 'draw' END),
-       ts
+       ts, ts
   FROM (SELECT 'bench-ledger-' || g AS id,
                floor(random() * %(players)s::int)::int AS a,
                floor(random() * (%(players)s::int - 1))::int AS d,
