@@ -14,12 +14,14 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from .annul_matches import AnnulMatches
 from .match_finished import MatchFinished
 from .rating_changed import RatingChanged
 
 JSON_DIR = Path(__file__).resolve().parent / "json"
 
 SCHEMAS: dict[str, type[BaseModel]] = {
+    "annul_matches.v1.json": AnnulMatches,
     "match_finished.v1.json": MatchFinished,
     "rating_changed.v1.json": RatingChanged,
 }

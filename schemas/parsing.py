@@ -1,5 +1,6 @@
-"""Parsing a match-finished message with reason codes: raw bytes, text or a decoded object in, a
-valid :class:`schemas.match_finished.MatchFinished` or an :class:`InvalidMessage` out.
+"""Parsing an inbound message with reason codes: raw bytes, text or a decoded object in, a valid
+:class:`schemas.match_finished.MatchFinished` (or :class:`schemas.annul_matches.AnnulMatches`) or
+an :class:`InvalidMessage` out.
 
 Standard library and pydantic only (see the import contract in pyproject.toml).
 """
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._types import is_valid_id
+from .annul_matches import MAX_ANNULLED_PER_MESSAGE, MAX_REASON_LENGTH, AnnulMatches
 from .match_finished import MAX_MESSAGE_BYTES, MAX_PLAYERS_PER_SIDE, MAX_STAT_COUNT, MatchFinished, SedmaStats
 
 REASON_CODES: tuple[str, ...] = (
@@ -53,6 +55,8 @@ _FIELD_GROUP = {
     "schema_version": "schema_version",
     "match_id": "id",
     "player_id": "id",
+    "match_ids": "id",
+    "annulled_by": "id",
     "ladder": "ladder",
     "finished_at": "timestamp",
     "players": "players",
@@ -118,6 +122,17 @@ _HINTS = {
     "schema_violation": "see schemas/json/match_finished.v1.json",
 }
 
+# An annulment's hints where they differ from a match's.
+_ANNUL_HINTS = {
+    **_HINTS,
+    "too_large": f"an annul-matches message is at most {MAX_MESSAGE_BYTES} bytes of UTF-8 JSON",
+    "not_an_object": 'send a JSON object like {"schema_version": 1, "match_ids": [...], "reason": ..., "annulled_by": ...}',
+    "unknown_field": "remove the field; version 1 accepts only the fields in schemas/json/annul_matches.v1.json",
+    "missing_field": "add the field; the required fields are listed in schemas/json/annul_matches.v1.json",
+    "wrong_type": "send the JSON type the schema names: match_ids is an array of strings, reason and annulled_by are strings",
+    "schema_violation": f"match_ids holds 1 to {MAX_ANNULLED_PER_MESSAGE} ids and reason 1 to {MAX_REASON_LENGTH} characters, not only blanks; see schemas/json/annul_matches.v1.json",
+}
+
 _MAX_INPUT_SHOWN = 60
 _MAX_OTHER_PROBLEMS_SHOWN = 3
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -162,6 +177,32 @@ def parse_match_finished(raw: bytes | str | Mapping[str, Any] | object) -> Match
     """
     if isinstance(raw, MatchFinished):
         return raw
+    obj = _object(raw, _HINTS)
+    match_id = obj.get("match_id")
+    match_id = match_id if is_valid_id(match_id) else None
+    try:
+        return MatchFinished.model_validate(obj)
+    except ValidationError as exc:
+        reason_code, detail = _explain(exc, _HINTS)
+        raise InvalidMessage(reason_code, detail, match_id) from None
+
+
+def parse_annul_matches(raw: bytes | str | Mapping[str, Any] | object) -> AnnulMatches:
+    """Validate one annul-matches message as :func:`parse_match_finished` does a match (the same
+    steps, the same reason codes, hints that name this contract); raise :class:`InvalidMessage`
+    (``match_id`` None) if it is not valid."""
+    if isinstance(raw, AnnulMatches):
+        return raw
+    obj = _object(raw, _ANNUL_HINTS)
+    try:
+        return AnnulMatches.model_validate(obj)
+    except ValidationError as exc:
+        reason_code, detail = _explain(exc, _ANNUL_HINTS)
+        raise InvalidMessage(reason_code, detail) from None
+
+
+def _object(raw: object, hints: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON object of a message: size, UTF-8 and JSON syntax, an object at the top."""
     if isinstance(raw, str):
         try:
             body = raw.encode("utf-8")
@@ -175,20 +216,14 @@ def parse_match_finished(raw: bytes | str | Mapping[str, Any] | object) -> Match
     if len(body) > MAX_MESSAGE_BYTES:
         raise InvalidMessage(
             "too_large",
-            _with_hint("too_large", f"the message is {len(body)} bytes, over the limit of {MAX_MESSAGE_BYTES}"),
+            _with_hint("too_large", f"the message is {len(body)} bytes, over the limit of {MAX_MESSAGE_BYTES}", hints),
         )
     obj = _decode_json(body)
     if not isinstance(obj, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(obj), "a number")
-        raise InvalidMessage("not_an_object", _with_hint("not_an_object", f"the message is {kind}, not a JSON object"))
-
-    match_id = obj.get("match_id")
-    match_id = match_id if is_valid_id(match_id) else None
-    try:
-        return MatchFinished.model_validate(obj)
-    except ValidationError as exc:
-        reason_code, detail = _explain(exc)
-        raise InvalidMessage(reason_code, detail, match_id) from None
+        raise InvalidMessage("not_an_object",
+                             _with_hint("not_an_object", f"the message is {kind}, not a JSON object", hints))
+    return obj
 
 
 def _encode_decoded_object(obj: object) -> bytes:
@@ -272,14 +307,14 @@ def _reason_code(error: Mapping[str, Any]) -> str:
     return _REASONS.get((group, kind)) or _REASONS.get(("*", kind)) or "schema_violation"
 
 
-def _explain(exc: ValidationError) -> tuple[str, str]:
+def _explain(exc: ValidationError, hints: Mapping[str, str]) -> tuple[str, str]:
     """Pick the reason code by priority and write the detail: main problem, hint, a few others."""
     problems = sorted(
         ((_reason_code(error), index, error) for index, error in enumerate(exc.errors(include_url=False))),
         key=lambda item: (_PRIORITY[item[0]], item[1]),
     )
     reason_code, _, first = problems[0]
-    detail = _with_hint(reason_code, _describe(first))
+    detail = _with_hint(reason_code, _describe(first), hints)
     others = problems[1:]
     if others:
         shown = "; ".join(f"{_describe(error)} [{code}]" for code, _, error in others[:_MAX_OTHER_PROBLEMS_SHOWN])
@@ -320,8 +355,8 @@ def _shown(value: Any) -> str:
     return text
 
 
-def _with_hint(reason_code: str, text: str) -> str:
-    return f"{text}. Fix: {_HINTS[reason_code]}."
+def _with_hint(reason_code: str, text: str, hints: Mapping[str, str] = _HINTS) -> str:
+    return f"{text}. Fix: {hints[reason_code]}."
 
 
 def _printable(text: str) -> str:

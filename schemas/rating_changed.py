@@ -33,12 +33,13 @@ class RatingChanged(BaseModel):
       same ``event_id`` and content);
     - detect gaps by ``sequence``: per (``ladder``, ``player_id``) it starts at 1 and grows by
       exactly 1 for each event of that player on that ladder (each match applied to them, and each
-      rebuild that changed their rating), so after sequence n the next event for the pair is
+      rebuild or correction that changed their rating), so after sequence n the next event for the pair is
       n + 1; a jump means events were missed (re-read them from the stream or ask the service), a
       smaller or equal number is a duplicate or a late copy.
 
-    ``out_of_order`` is true when the match finished before the last match already applied for one
-    of its players; it was applied anyway, in arrival order.
+    ``out_of_order`` is true when the match arrived after a later match (in the ladder's replay
+    order) of one of its players had been applied: on a chronological ladder it was placed in its
+    position and a ``correction`` event follows for each player whose rating that changed.
 
     ``reason`` is ``"rebuild"`` for an event emitted by a ladder recomputation
     (``ratings rebuild``, e.g. after a policy change): one per player whose rating the rebuild
@@ -46,15 +47,24 @@ class RatingChanged(BaseModel):
     the rebuild and ``delta`` the difference; ``match_id``, ``expected_score``, ``actual_score`` and
     ``k_factor`` are those of the player's last match in the recomputed history (after which the
     new rating holds); ``games_played`` is unchanged; ``out_of_order`` is false.
+
+    ``reason`` is ``"correction"`` when a late match (or an annulment) re-rated the matches that
+    followed it: one per player whose stored rating changed, after the late match's own events in
+    the same transaction. It sets the player's rating to ``rating_after`` (the stored rating);
+    ``rating_before`` is the rating the player's previous event announced; ``match_id``,
+    ``expected_score``, ``actual_score`` and ``k_factor`` are those of the player's last re-rated
+    match; ``games_played`` is the player's matches now; ``out_of_order`` is false. A consumer that
+    keeps only the last event per player holds the stored rating.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: Literal[1] = Field(default=1, description="Contract version of this event.")
     event_id: UUID = Field(description="Unique id of this event; the key for dropping duplicates.")
-    reason: Literal["match", "rebuild"] = Field(
+    reason: Literal["match", "rebuild", "correction"] = Field(
         default="match",
-        description='"match": applying one match; "rebuild": recomputing the ladder from its ledger.',
+        description='"match": applying one match; "rebuild": recomputing the ladder from its ledger; '
+        '"correction": re-rating the matches after a late (or annulled) match.',
     )
     match_id: Id = Field(
         description="The match that caused the change (its match-finished match_id); for a rebuild, "
@@ -82,7 +92,8 @@ class RatingChanged(BaseModel):
         ge=1,
         description=(
             "Per (ladder, player_id): 1 for the first event, +1 for each further one (an applied "
-            "match, or a rebuild that changed the rating). A gap means missed events; a repeat is a duplicate."
+            "match, or a rebuild or correction that changed the rating). A gap means missed events; "
+            "a repeat is a duplicate."
         ),
     )
     games_played: int = Field(

@@ -7,7 +7,7 @@ Everything the running worker is made of is chosen here, once per process:
   :class:`worker.store.ladders.LadderPolicy` (policy, canonical content, version together);
 * :func:`create_app` builds the Celery app through :func:`worker.service.celery_app.configure`
   and registers, in the commented block below, the broker transport, the consumer, the rating
-  task with its strategy, and the signal hooks (logging, the pool per child after fork, health
+  task with its strategy, the annulment task, and the signal hooks (logging, the pool per child after fork, health
   and metrics);
 * the connection pool and the :class:`worker.service.rating_service.RatingService` are built by
   :func:`build_service`, called in each worker child after fork (never at import).
@@ -26,13 +26,14 @@ from celery.exceptions import SoftTimeLimitExceeded
 from worker.policy.ladders import load_ladders
 from worker.policy.stored import ladder_contents
 from worker.service import celery_app, tasks
-from worker.service.rating_service import RatingService
+from worker.service.rating_service import ANNUL_TASK, RatingService
 from worker.settings import Settings, get_settings
 from worker.store.ladders import LadderPolicy
 from worker.store.pool import open_pool
 
 RATING_TASK = "ratings.apply_match"
-"""The one task name of the rating path (what producers send)."""
+"""The task name of the rating path (what producers send); annulments go to
+:data:`worker.service.rating_service.ANNUL_TASK`."""
 
 
 def load_ladder_policies(settings: Settings) -> dict[str, LadderPolicy]:
@@ -73,6 +74,8 @@ def create_app(settings: Settings | None = None) -> Celery:
     # The rating task, with its strategy: one task per message at batch size 1 (Celery's own
     # strategy), else the consumer buffers messages and sends them to the pool in batches.
     app.task(name=RATING_TASK, bind=True, Strategy="worker.service.batching:strategy")(tasks.apply_match)
+    # The annulment task (game backends' `ratings annul`): one message, one transaction, Celery's strategy.
+    app.task(name=ANNUL_TASK, bind=True)(tasks.annul_matches)
     # The service each worker child builds after fork (the pool is never shared through fork).
     tasks.use_service(lambda: build_service(settings, ladders), settings)
     # Signal hooks: structured logging, the pool per child (open after fork, close at exit), and

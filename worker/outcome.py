@@ -49,4 +49,9 @@ class Handled:
     seq: int | None = None
     changes: tuple[RatingChange, ...] = ()
     blocked_players: tuple[str, ...] = ()
+    placed_at_end: bool = False
+    """A late match past the correction bound: applied at the end of its players' histories, flagged."""
+    rerated: int = 0
+    """Stored matches the correction this late match caused re-rated (the earliest late match of its
+    ladder in the transaction carries the count)."""
     """A deferred match's players whose rows were held by another transaction (``ladder/player_id``)."""

@@ -6,6 +6,7 @@ backend installs it with ``pip install 'match-rating-worker[producer]'`` (see th
     from worker.producer import producer_app, publish_match
     app = producer_app("redis://localhost:6379/0")
     publish_match(app, match)      # a schemas.MatchFinished, or a dict with datetime/Decimal values
+    publish_annulment(app, ["m-1"], reason="cheating", annulled_by="anti-cheat")  # void matches
 
 What goes on the wire (README, "Producers: the wire format"): a Celery protocol 2 task message for
 ``ratings.apply_match`` whose body is ``[[<match JSON>], {}, {<embed>}]``, pushed (``LPUSH``) on the
@@ -39,7 +40,7 @@ from kombu.exceptions import OperationalError
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
-from schemas import InvalidMessage, MatchFinished, parse_match_finished
+from schemas import AnnulMatches, InvalidMessage, MatchFinished, parse_annul_matches, parse_match_finished
 from worker.broker import (
     CONFIRM_TIMEOUT,
     QUORUM_QUEUE_ARGUMENTS,
@@ -49,6 +50,7 @@ from worker.broker import (
 )
 
 TASK_NAME = "ratings.apply_match"
+ANNUL_TASK_NAME = "ratings.annul_matches"
 DEFAULT_QUEUE = "ratings"
 
 EMBED = b'{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
@@ -322,17 +324,17 @@ def match_json(match: MatchFinished | Mapping[str, Any] | str | bytes, validate:
 
 
 def task_body(argument: bytes) -> bytes:
-    """The protocol 2 body of ``ratings.apply_match`` with ``argument`` (one JSON value, UTF-8)
-    embedded verbatim: ``[[<argument>],{},{<embed>}]``."""
+    """The protocol 2 body of ``ratings.apply_match`` (or another one-argument task) with
+    ``argument`` (one JSON value, UTF-8) embedded verbatim: ``[[<argument>],{},{<embed>}]``."""
     return b"[[" + argument + b"],{}," + EMBED + b"]"
 
 
-def task_headers(task_id: str, argument: bytes) -> dict[str, Any]:
-    """The Celery protocol 2 headers of one ``ratings.apply_match`` message (what
-    ``Celery.send_task`` sets; the worker needs ``task`` and ``id``)."""
+def task_headers(task_id: str, argument: bytes, task: str = TASK_NAME) -> dict[str, Any]:
+    """The Celery protocol 2 headers of one ``task`` message (``ratings.apply_match`` unless
+    given; what ``Celery.send_task`` sets; the worker needs ``task`` and ``id``)."""
     shown = argument[:200].decode("utf-8", "replace")
     return {
-        "lang": "py", "task": TASK_NAME, "id": task_id, "shadow": None, "eta": None, "expires": None,
+        "lang": "py", "task": task, "id": task_id, "shadow": None, "eta": None, "expires": None,
         "group": None, "group_index": None, "retries": 0, "timelimit": [None, None], "root_id": task_id,
         "parent_id": None, "argsrepr": f"[{shown}]", "kwargsrepr": "{}",
         "origin": f"{os.getpid()}@{socket.gethostname()}", "ignore_result": True,
@@ -371,9 +373,9 @@ def _rabbitmq_options(app: Celery, queue: str) -> dict[str, Any]:
 
 
 def publish_body(app: Celery, argument: bytes, queue: str = DEFAULT_QUEUE, producer: Any = None,
-                 priority: int | None = None, task_id: str | None = None) -> str:
-    """Publish one ``ratings.apply_match`` message whose argument is the JSON text ``argument``
-    (embedded verbatim, :func:`task_body`) on ``queue``; return its task id.
+                 priority: int | None = None, task_id: str | None = None, task: str = TASK_NAME) -> str:
+    """Publish one ``task`` message (``ratings.apply_match`` unless given) whose argument is the
+    JSON text ``argument`` (embedded verbatim, :func:`task_body`) on ``queue``; return its task id.
 
     Pushed on the queue's list through the default exchange (no binding lookup); ``priority``
     (0..9, kombu's Redis order: 0 first) picks kombu's priority list. On RabbitMQ, returns once the
@@ -389,22 +391,23 @@ def publish_body(app: Celery, argument: bytes, queue: str = DEFAULT_QUEUE, produ
         with app.producer_or_acquire(producer) as p:
             p.publish(
                 task_body(argument), exchange="", routing_key=queue, serializer=None,
-                content_type="application/json", content_encoding="utf-8", headers=task_headers(task_id, argument),
+                content_type="application/json", content_encoding="utf-8",
+                headers=task_headers(task_id, argument, task),
                 correlation_id=task_id, reply_to="", delivery_mode=2, retry=True,
                 retry_policy=publish_retry_policy(app.conf.broker_url), **options,
             )
     except ReplicasNotAcknowledged as exc:
-        raise ReplicasNotAcknowledged(f"match message {task_id}: {exc}", task_id, exc.acknowledged,
+        raise ReplicasNotAcknowledged(f"{task} message {task_id}: {exc}", task_id, exc.acknowledged,
                                       exc.required) from exc
     except (OperationalError, *_connection_errors(app)) as exc:  # type: ignore[misc]  # a tuple of exception types
         from worker.redis_url import short_error
 
         _refuse_tls(exc, task_id)
         raise BrokerUnavailable(
-            f"the broker did not take match message {task_id} after "
+            f"the broker did not take {task} message {task_id} after "
             f"{publish_retry_policy(app.conf.broker_url)['max_retries'] + 1} tries ({type(exc).__name__}: "
-            f"{short_error(exc)}); keep the match and publish it again later: the "
-            "worker applies a match once however often it is published", task_id) from exc
+            f"{short_error(exc)}); keep the message and publish it again later: the worker applies a match "
+            "once however often it is published (and annulling twice does nothing)", task_id) from exc
     return task_id
 
 
@@ -424,9 +427,30 @@ def publish_match(app: Celery, match: MatchFinished | Mapping[str, Any] | str | 
     return publish_body(app, match_json(match, validate), queue, producer, priority)
 
 
+def publish_annulment(app: Celery, match_ids: Sequence[str], reason: str, annulled_by: str,
+                      queue: str = DEFAULT_QUEUE, producer: Any = None) -> str:
+    """Send one annulment to ``ratings.annul_matches`` on ``queue``; return the Celery task id.
+
+    ``match_ids``: the matches to annul (1 to 1000 ids, as published); ``reason``: why (kept on
+    record); ``annulled_by``: who decides (a service or a person). The worker removes them from
+    their ladders' chronological replay, re-rates what followed and sends ``correction`` events;
+    annulling an annulled match does nothing, so publishing it again is safe. Raises
+    :class:`schemas.InvalidMessage` (with the reason code the worker would give) before anything
+    is published, and :class:`BrokerUnavailable` when the broker cannot be reached.
+    """
+    message = parse_annul_matches({"schema_version": 1, "match_ids": list(match_ids), "reason": reason,
+                                   "annulled_by": annulled_by})
+    return publish_body(app, annulment_json(message), queue, producer, task=ANNUL_TASK_NAME)
+
+
+def annulment_json(message: AnnulMatches) -> bytes:
+    """The JSON text (UTF-8, compact, keys in field order) of an :class:`schemas.AnnulMatches`."""
+    return json.dumps(message.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 __all__ = [
-    "BrokerTlsRefused", "BrokerUnavailable", "DEFAULT_QUEUE", "InvalidMessage", "PUBLISH_RETRY_POLICY",
-    "publish_retry_policy",
-    "ReplicasNotAcknowledged", "TASK_NAME", "match_json", "producer_app", "publish_body", "publish_match",
-    "task_body", "task_headers", "to_json_value",
+    "ANNUL_TASK_NAME", "BrokerTlsRefused", "BrokerUnavailable", "DEFAULT_QUEUE", "InvalidMessage",
+    "PUBLISH_RETRY_POLICY", "ReplicasNotAcknowledged", "TASK_NAME", "annulment_json", "match_json", "producer_app",
+    "publish_annulment", "publish_body", "publish_match", "publish_retry_policy", "task_body", "task_headers",
+    "to_json_value",
 ]

@@ -132,6 +132,12 @@ class Settings(BaseSettings):
         "players in the batch) are deferred, retried with backoff, and the batch's other matches "
         "applied (no head-of-line blocking).",
     )
+    correction_max_matches: int = Field(
+        default=2000, ge=0, le=1_000_000,
+        description="Most of a ladder's stored matches that may follow a late match for it to be placed in "
+        "its chronological position (the matches a correction reads and may re-rate); past it the late "
+        "match is applied at the end, flagged (`placed_at_end`), counted, and reported by `ratings doctor`.",
+    )
     deferral_backoff_initial: float = Field(
         default=0.25, gt=0, le=60,
         description="Seconds a deferred message waits in its worker before its first retry; doubled "

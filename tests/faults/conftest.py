@@ -228,15 +228,16 @@ class Cluster:
                 result = verify_ladder(conn, ladder, policy)
                 assert result.ok, f"verify {ladder}: {result.differences[:5]}"
             # Events: one per history row written by a match (rows a rebuild wrote announce none),
-            # plus the rebuild events, which take their place in the per-player sequence.
+            # plus the rebuild and correction events, which take their place in the per-player sequence.
             events = {str(e): (lad, p) for e, lad, p in conn.execute(
                 "SELECT event_id, ladder, player_id FROM rating_changes WHERE event_id IS NOT NULL")}
             events.update({e: (lad, p) for e, lad, p in conn.execute(
                 "SELECT event_id::text, payload->>'ladder', payload->>'player_id' FROM outbox "
-                "WHERE payload->>'reason' = 'rebuild'")})
+                "WHERE payload->>'reason' IN ('rebuild', 'correction')")})
             current = conn.execute(
                 "SELECT rc.ladder, rc.player_id, rc.sequence FROM rating_changes rc "
-                "LEFT JOIN ladders l ON l.ladder = rc.ladder WHERE rc.generation = coalesce(l.generation, 0)"
+                "LEFT JOIN ladders l ON l.ladder = rc.ladder WHERE rc.generation = coalesce(l.generation, 0) "
+                "AND rc.superseded_by IS NULL"
             ).fetchall()
             outbox = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
             redeliveries = conn.execute("SELECT coalesce(sum(redeliveries), 0) FROM ledger").fetchone()[0]

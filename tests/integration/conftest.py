@@ -20,6 +20,7 @@ import psycopg
 import pytest
 import redis
 
+from worker import store as repository
 from worker.broker import is_rabbitmq
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.settings import get_settings
@@ -28,7 +29,7 @@ from worker.store.migrate import migrate
 pytestmark = pytest.mark.integration
 
 TABLES = ("ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters, ladders, policies, rebuilds, "
-          "player_lock_waits")
+          "player_lock_waits, corrections")
 
 
 def _with_dbname(url: str, dbname: str) -> str:
@@ -152,5 +153,24 @@ def publisher(env: Env):
 
     def publish(message) -> str:
         return publish_match(app, message, queue=env.queue, validate=False)
+
+    return publish
+
+
+@pytest.fixture
+def publish_in_order(env: Env, publisher):
+    """A function publishing messages one at a time, each ended (applied, duplicate or dead letter)
+    with its events published before the next is sent. Two workers taking messages published at
+    once may commit them in either order, and a match committed after a later one of its players
+    is placed with a correction (its `correction` events): tests that count events exactly publish
+    this way, so arrival order is finish order."""
+
+    def publish(messages) -> None:
+        with env.connect() as conn:
+            done = repository.counts(conn).received
+        for message in messages:
+            publisher(message)
+            done += 1
+            env.wait_drained(done)
 
     return publish

@@ -57,7 +57,12 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     # with batching (the default) the no-op baseline also runs on workers without batching
     assert service["batch_size"] == 100
     assert kinds == {"noop", "noop_preloaded", "noop_unbatched", "noop_unbatched_preloaded", "uniform_full_load",
-                     "uniform_preloaded", "uniform_half_load", "hot_players_full_load", "hot_players_row_locked_1s"}
+                     "uniform_preloaded", "uniform_half_load", "hot_players_full_load", "hot_players_row_locked_1s",
+                     "late_arrivals_full_load"}
+    # the late-arrival run (10 % delivered 500 matches late by default) beside the in-order run of its size
+    late = service["late_arrivals"]
+    assert {"per_s", "in_order_per_s", "late_matches", "corrections", "largest_correction", "placed_at_end"} <= set(late)
+    assert late["per_s"] > 0 and late["in_order_per_s"] > 0
     assert {"per_s", "unlocked_per_s", "share_of_unlocked", "hold_seconds"} <= set(service["hot_player_locked"])
     row = service["scaling"][0]
     assert row["baseline_per_s"] == max(row["baseline_same_workers_per_s"], row["baseline_unbatched_workers_per_s"])

@@ -29,12 +29,11 @@ def jsonl(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def test_events_read_prints_a_players_events_after_a_sequence_and_snapshot_the_current_ratings(clean, publisher):
+def test_events_read_prints_a_players_events_after_a_sequence_and_snapshot_the_current_ratings(clean,
+                                                                                                  publish_in_order):
     """Three matches of amy: `events read --player amy --after-sequence 1` prints her sequences 2 and 3 as the
     stream carries them; `events snapshot` her rating (as in players) and sequence 3."""
-    for n in range(3):
-        publisher(match(f"ev-{n}", "amy", f"opp{n}"))
-    clean.wait_drained(3)
+    publish_in_order([match(f"ev-{n}", "amy", f"opp{n}") for n in range(3)])
     clean.wait_stream(6)
     read = run_cli(clean, "events", "read", "--ladder", "elo", "--player", "amy", "--after-sequence", "1")
     assert read.returncode == 0, read.stderr
@@ -65,12 +64,10 @@ def test_outbox_prune_deletes_published_events_older_than_the_retention_and_keep
         conn.execute("UPDATE outbox SET published_at = now() WHERE id = %s", (ids[2],))
 
 
-def test_consumer_lag_shows_in_the_relay_metrics_and_fails_doctor_past_the_threshold(clean, publisher):
+def test_consumer_lag_shows_in_the_relay_metrics_and_fails_doctor_past_the_threshold(clean, publish_in_order):
     """A group that received 2 of 6 entries and acknowledged none: the relay's gauges say 4 undelivered and
     2 pending; `ratings doctor` with RATINGS_CONSUMER_LAG_THRESHOLD=5 fails on that group, passes at 6."""
-    for n in range(3):
-        publisher(match(f"lag-{n}", "a", "b"))
-    clean.wait_drained(3)
+    publish_in_order([match(f"lag-{n}", "a", "b") for n in range(3)])
     clean.wait_stream(6)
     clean.redis.xgroup_create(clean.stream, "slow-service", id="0")
     clean.redis.xreadgroup("slow-service", "c1", {clean.stream: ">"}, count=2)
@@ -196,7 +193,7 @@ def test_the_read_only_backfill_role_reads_events_and_ratings_and_cannot_write(c
             conn.execute(f"DROP ROLE {role}")
 
 
-def test_a_consumer_away_longer_than_the_retention_takes_the_snapshot_then_the_later_events(clean, publisher):
+def test_a_consumer_away_longer_than_the_retention_takes_the_snapshot_then_the_later_events(clean, publish_in_order):
     """Two matches consumed; three more, then the outbox pruned and the stream trimmed to its last entry:
     the returning consumer (direct read-only backfill) applies amy's and bea's snapshots and ends with
     the database's ratings."""
@@ -210,16 +207,12 @@ def test_a_consumer_away_longer_than_the_retention_takes_the_snapshot_then_the_l
     def take(row):
         held[(row["ladder"], row["player_id"])] = row["rating"]
 
-    for n in range(2):
-        publisher(match(f"away-{n}", "amy", "bea"))
-    clean.wait_drained(2)
+    publish_in_order([match(f"away-{n}", "amy", "bea") for n in range(2)])
     clean.wait_stream(4)
     consumer = RatingEventConsumer(clean.redis, handle, on_snapshot=take, stream=clean.stream, group="away",
                                    backfill=DatabaseBackfill(clean.database_url))
     consumer.run_until_idle()
-    for n in range(2, 5):
-        publisher(match(f"away-{n}", "amy", "bea"))
-    clean.wait_drained(5)
+    publish_in_order([match(f"away-{n}", "amy", "bea") for n in range(2, 5)])
     clean.wait_stream(10)
     with clean.connect() as conn:
         conn.execute("UPDATE outbox SET published_at = now() - interval '30 days'")

@@ -22,13 +22,11 @@ def load_example():
     return module
 
 
-def test_the_consumer_example_ends_with_every_players_rating_and_drops_redelivered_events(clean, publisher):
+def test_the_consumer_example_ends_with_every_players_rating_and_drops_redelivered_events(clean, publish_in_order):
     """Every event handled once and acknowledged, the ratings equal the database's; an entry republished
     with the same event id is dropped."""
     example = load_example()
-    for n in range(10):
-        publisher(match(f"cons-{n}", "amy", "bea" if n % 2 else "cid"))
-    clean.wait_drained(10)
+    publish_in_order([match(f"cons-{n}", "amy", "bea" if n % 2 else "cid") for n in range(10)])
     clean.wait_stream(20)
     held: dict = {}
     consumer = example.leaderboard_consumer(clean.redis, held, stream=clean.stream, group="test-group")
@@ -44,13 +42,11 @@ def test_the_consumer_example_ends_with_every_players_rating_and_drops_redeliver
     consumer.state.clear()
 
 
-def test_the_example_backfills_through_the_cli_after_the_stream_lost_events(clean, publisher):
+def test_the_example_backfills_through_the_cli_after_the_stream_lost_events(clean, publish_in_order):
     """The stream is emptied after the first 4 events (as if trimmed): the example's consumer takes the rest
     from `ratings events read` (JSON Lines) and ends with the database's ratings."""
     example = load_example()
-    for n in range(6):
-        publisher(match(f"lost-{n}", "amy", "bea"))
-    clean.wait_drained(6)
+    publish_in_order([match(f"lost-{n}", "amy", "bea") for n in range(6)])
     clean.wait_stream(12)
     entries = clean.redis.xrange(clean.stream)
     held: dict = {}

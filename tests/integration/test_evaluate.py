@@ -79,9 +79,9 @@ def test_evaluate_from_the_ledger_reproduces_the_workers_predictions(clean, tmp_
         rows = conn.execute(
             """SELECT l.payload->>'outcome', rc.expected_score
                  FROM ledger l
-                 JOIN rating_changes rc ON rc.ledger_seq = l.seq
+                 JOIN rating_changes rc ON rc.ledger_seq = l.seq AND rc.superseded_by IS NULL
                                        AND rc.player_id = l.payload->'side_a'->'players'->0->>'player_id'
-                WHERE l.ladder = 'elo' ORDER BY l.seq""").fetchall()
+                WHERE l.ladder = 'elo' ORDER BY l.finished_at, l.match_id COLLATE "C" """).fetchall()
         mean, low, high, players = conn.execute(
             "SELECT avg(rating), min(rating), max(rating), count(*) FROM players WHERE ladder = 'elo'").fetchone()
         (scotland,) = conn.execute(
@@ -100,14 +100,16 @@ def test_evaluate_from_the_ledger_reproduces_the_workers_predictions(clean, tmp_
 
 def test_evaluate_from_the_ledger_under_policy_files_side_by_side(clean, tmp_path):
     """--policy K20 and K40 over the ledger: two columns, each matching classic Elo written out here
-    and folded over the ledger's payloads in apply order; the chart is a PNG."""
+    and folded over the ledger's payloads in chronological order (finished_at, then match_id: the
+    ladder's replay order, whatever order the two workers committed them in); the chart is a PNG."""
     _apply_football(clean, 60)
     out, chart = tmp_path / "two.json", tmp_path / "drift.png"
     result = evaluate_cli("--ladder", "elo", "--policy", str(POLICIES / "elo-k20.toml"),
                           "--policy", str(POLICIES / "elo-k40.toml"), "--json", str(out), "--chart", str(chart))
     assert result.returncode == 0, result.stderr
     with clean.connect() as conn:
-        payloads = [r[0] for r in conn.execute("SELECT payload FROM ledger WHERE ladder = 'elo' ORDER BY seq")]
+        payloads = [r[0] for r in conn.execute(
+            "SELECT payload FROM ledger WHERE ladder = 'elo' ORDER BY finished_at, match_id COLLATE \"C\"")]
     history = [(p["side_a"]["players"][0]["player_id"], p["side_b"]["players"][0]["player_id"], SCORE[p["outcome"]])
                for p in payloads]
     report = json.loads(out.read_text())

@@ -70,10 +70,11 @@ def test_rich_policies_through_the_worker(clean, policy_env) -> None:
     environ, queue, ladders = policy_env
     app = producer_app(clean.broker_url)
     messages = []
-    for i in range(30):  # two seasons of a home-and-away league
+    for i in range(30):  # two seasons of a home-and-away league, one match a minute (the replay is by finish time)
         home, away = (f"club{i % 4}", f"club{(i + 1) % 4}")
         messages.append(two_sided(f"lg-{i}", "league", home, away, ["side_a_won", "side_b_won", "draw"][i % 3],
-                                  home="side_a", season="2025" if i < 15 else "2026", score={"side_a": i % 5, "side_b": 1}))
+                                  home="side_a", season="2025" if i < 15 else "2026", score={"side_a": i % 5, "side_b": 1},
+                                  finished_at=f"2026-05-01T12:{i:02d}:00Z"))
     messages.append(two_sided("dbl-1", "doubles", ["ann", "bob"], ["cat", "dan"]))
     messages.append(two_sided("dbl-2", "doubles", ["ann", "bob"], ["cat"]))  # uneven: refused by the policy
     ffa = {"schema_version": 1, "match_id": "ffa-1", "ladder": "ffa", "finished_at": "2026-05-01T12:00:00Z",

@@ -82,6 +82,10 @@ def stored(env, ladder: str) -> dict[str, tuple[float, int]]:
         return {pid: (rating, games) for pid, rating, games in rows}
 
 
+CHRONOLOGICAL = 'order_at, match_id COLLATE "C"'
+"""The replay order of a chronological ladder (the default), in SQL, for the tests' own replays."""
+
+
 def ledger_payloads(env, ladder: str, order: str = "seq") -> list[dict]:
     with env.connect() as conn:
         return [r[0] for r in conn.execute(f"SELECT payload FROM ledger WHERE ladder = %s ORDER BY {order}", (ladder,))]
@@ -124,15 +128,16 @@ def test_a_rebuild_under_a_smaller_k_recomputes_every_rating_and_announces_only_
         publisher(m)
     clean.wait_drained(len(messages))
     before = stored(clean, "elo")
-    assert before["p0"][0] == pytest.approx(classic_elo(ledger_payloads(clean, "elo"), 30)["p0"], abs=1e-9)
+    assert before["p0"][0] == pytest.approx(classic_elo(ledger_payloads(clean, "elo", CHRONOLOGICAL), 30)["p0"],
+                                            abs=1e-9)
     events_before = outbox_events(clean)
 
     k20 = ladders_file(tmp_path, elo_k=20)
     report = rebuild("--ladder", "elo", "--by", "ops-test", ladders=k20)
 
-    assert report["matches_replayed"] == 63 and report["apply_order"] == "applied"
+    assert report["matches_replayed"] == 63 and report["apply_order"] == "finished-at"
     after = stored(clean, "elo")
-    expected = classic_elo(ledger_payloads(clean, "elo"), 20)
+    expected = classic_elo(ledger_payloads(clean, "elo", CHRONOLOGICAL), 20)
     assert set(after) == set(expected)
     for pid, (rating, games) in after.items():
         assert rating == pytest.approx(expected[pid], abs=1e-9), pid
@@ -175,7 +180,7 @@ def test_a_rebuild_under_a_smaller_k_recomputes_every_rating_and_announces_only_
                              "previous_policy_version FROM rebuilds").fetchall()
     assert versions == [(report["policy_version"],)]
     assert content["k_factor"]["constant"] == 20
-    assert audit == [("done", "ops-test", "applied", 63, 6, report["previous_policy_version"])]
+    assert audit == [("done", "ops-test", "finished-at", 63, 6, report["previous_policy_version"])]
     listing = cli("rebuilds", "--ladder", "elo")
     assert listing.returncode == 0 and "done" in listing.stdout and "ops-test" in listing.stdout
 
@@ -198,51 +203,45 @@ def test_a_rebuild_under_a_smaller_k_recomputes_every_rating_and_announces_only_
     assert cli("verify", "--ladder", "elo").returncode == 0
 
 
-def test_order_finished_at_replays_by_finish_time_and_verify_follows_the_recorded_order(clean, publisher):
-    """Matches published latest-finished first, rebuilt with --order finished-at: ratings equal a
-    replay sorted by finish time, verify passes, matches applied afterwards are appended in apply
-    order, a later rebuild keeps the order unless told otherwise, --order applied goes back."""
+def test_arrival_order_is_an_explicit_choice_and_finished_at_restores_the_chronological_one(clean, publisher):
+    """Matches published latest-finished first on a default ladder: ratings equal a replay by
+    finish time (chronological is the default). ``--order applied`` switches to arrival order:
+    ratings equal a replay in apply order, verify follows it, and late matches are then appended;
+    ``--order finished-at`` restores the chronological order, and late matches published after
+    that are placed in their position (corrections), verify exact each time."""
     start = datetime(2026, 3, 1, tzinfo=UTC)
     trio = ["ann", "bob", "cid"]
     messages = [match(f"fa-{n}", trio[n % 3], trio[(n + 1) % 3], outcome="side_a_won" if n % 4 else "draw",
                       finished_at=(start - timedelta(hours=n)).isoformat().replace("+00:00", "Z")) for n in range(12)]
     publish_one_by_one(clean, publisher, messages)
-    applied_order = ledger_payloads(clean, "elo")
-    assert stored(clean, "elo")["ann"][0] == pytest.approx(classic_elo(applied_order, 30)["ann"], abs=1e-9)
-
-    report = rebuild("--ladder", "elo", "--order", "finished-at")
-    assert report["apply_order"] == "finished-at" and report["players_changed"] > 0
     by_finish = ledger_payloads(clean, "elo", "finished_at, seq")
-    expected = classic_elo(by_finish, 30)
-    for pid, (rating, _) in stored(clean, "elo").items():
-        assert rating == pytest.approx(expected[pid], abs=1e-9), pid
-    verify = cli("verify", "--ladder", "elo")
-    assert verify.returncode == 0, verify.stdout + verify.stderr
-    assert "order finished-at" in verify.stdout
 
-    # Two more matches, finished before all the others: appended after the rebuilt ones.
+    def assert_ratings(payloads):
+        expected = classic_elo(payloads, 30)
+        for pid, (rating, _) in stored(clean, "elo").items():
+            assert rating == pytest.approx(expected[pid], abs=1e-9), pid
+        verify = cli("verify", "--ladder", "elo")
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+        return verify.stdout
+
+    assert "order finished-at" in assert_ratings(by_finish)
+
+    back = rebuild("--ladder", "elo", "--order", "applied")
+    assert back["apply_order"] == "applied" and back["players_changed"] > 0
+    assert "order finished-at" not in assert_ratings(ledger_payloads(clean, "elo"))
+    # Two matches finished before all the others: appended in arrival order.
     late = [match(f"fa-late-{n}", "ann", "cid", finished_at=(start - timedelta(days=30 + n)).isoformat().replace("+00:00", "Z"))
             for n in range(2)]
     publish_one_by_one(clean, publisher, late, start=len(messages))
-    expected = classic_elo(by_finish + late, 30)
-    for pid, (rating, _) in stored(clean, "elo").items():
-        assert rating == pytest.approx(expected[pid], abs=1e-9), pid
-    assert cli("verify", "--ladder", "elo").returncode == 0
+    assert_ratings(ledger_payloads(clean, "elo"))
 
-    again = rebuild("--ladder", "elo")  # no --order: the ladder's current order, now sorting the late ones in
+    again = rebuild("--ladder", "elo", "--order", "finished-at")
     assert again["apply_order"] == "finished-at" and again["matches_replayed"] == 14
-    expected = classic_elo(ledger_payloads(clean, "elo", "finished_at, seq"), 30)
-    for pid, (rating, _) in stored(clean, "elo").items():
-        assert rating == pytest.approx(expected[pid], abs=1e-9), pid
-    assert cli("verify", "--ladder", "elo").returncode == 0
-
-    back = rebuild("--ladder", "elo", "--order", "applied")
-    assert back["apply_order"] == "applied"
-    expected = classic_elo(ledger_payloads(clean, "elo"), 30)
-    for pid, (rating, _) in stored(clean, "elo").items():
-        assert rating == pytest.approx(expected[pid], abs=1e-9), pid
-    verify = cli("verify", "--ladder", "elo")
-    assert verify.returncode == 0 and "order finished-at" not in verify.stdout
+    assert "order finished-at" in assert_ratings(ledger_payloads(clean, "elo", "finished_at, seq"))
+    later = [match(f"fa-later-{n}", "bob", "cid", finished_at=(start - timedelta(days=40 + n)).isoformat().replace("+00:00", "Z"))
+             for n in range(2)]
+    publish_one_by_one(clean, publisher, later, start=len(messages) + 2)
+    assert_ratings(ledger_payloads(clean, "elo", "finished_at, seq"))
     assert_event_sequences_have_no_gap(outbox_events(clean))
 
 
@@ -310,7 +309,9 @@ def test_a_rebuild_under_load_loses_nothing(clean, publisher, tmp_path):
     counts = clean.wait_drained(total, timeout=300)
     print("\nrebuild under load:", json.dumps(report))
 
-    assert (counts.applied, counts.duplicates, counts.dead_letters) == (total, 0, 0)
+    with clean.connect() as conn:
+        dead = conn.execute("SELECT reason_code, left(detail, 400) FROM dead_letters LIMIT 3").fetchall()
+    assert (counts.applied, counts.duplicates, counts.dead_letters) == (total, 0, 0), dead
     for ladders in (new_file, None):
         verify = cli("verify", "--ladder", "sedma", ladders=ladders)
         assert verify.returncode == 0, verify.stdout + verify.stderr
@@ -324,9 +325,9 @@ def test_a_rebuild_under_load_loses_nothing(clean, publisher, tmp_path):
             "SELECT DISTINCT k_factor FROM rating_changes WHERE ladder = 'sedma' AND generation = %s", (generation,))}
         history = conn.execute(
             "SELECT player_id, array_agg(sequence ORDER BY sequence) FROM rating_changes "
-            "WHERE ladder = 'sedma' AND generation = %s GROUP BY 1", (generation,)).fetchall()
+            "WHERE ladder = 'sedma' AND generation = %s AND superseded_by IS NULL GROUP BY 1", (generation,)).fetchall()
         current_rows, ledger_players = conn.execute(
-            """SELECT (SELECT count(*) FROM rating_changes WHERE generation = %s),
+            """SELECT (SELECT count(*) FROM rating_changes WHERE generation = %s AND superseded_by IS NULL),
                       (SELECT sum(jsonb_array_length(payload -> 'side_a' -> 'players')
                                   + jsonb_array_length(payload -> 'side_b' -> 'players')) FROM ledger)""",
             (generation,)).fetchone()

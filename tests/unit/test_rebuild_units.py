@@ -48,7 +48,7 @@ def test_the_fold_keeps_each_ledger_seq_with_its_match_and_matches_the_replay():
     assert fold.matches == 3 and fold.last["x"][0] == "c" and fold.last["z"][0] == "b"
     seq, match, changes = out[2]
     row = history_row(seq, match, changes[0], "elo", Standing(1.0, games_played=3), NOW, 9, "v1")
-    assert row[:5] == (15, "c", "elo", "y", 3) and row[11] is None and row[13:] == (9, "v1")
+    assert row[:5] == (15, "c", "elo", "y", 3) and row[11] is None and row[13:] == (9, "v1", None, None)
     assert ORDERS == ("applied", "finished-at")
 
 

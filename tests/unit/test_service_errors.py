@@ -43,7 +43,7 @@ def rating_service(monkeypatch):
 def raising(exc, dead):
     """A stand-in for ``apply_batch``: raises ``exc`` for a batch holding a match; records the
     reason codes of a batch of dead letters (as the real one does in its transaction)."""
-    def apply_batch(conn, entries, before_commit=None, timeouts=None):
+    def apply_batch(conn, entries, before_commit=None, timeouts=None, before_correction_commit=None):
         if any(isinstance(e, repository.BatchMatch) for e in entries):
             raise exc
         dead.extend(e.reason_code for e in entries)

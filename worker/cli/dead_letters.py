@@ -80,7 +80,7 @@ def dead_letters_requeue(
     The row records who requeued it, when, and the new task id. A pickled message (content type
     refused) is never requeued: it would have to be unpickled.
     """
-    from worker.ops.requeue import RequeueRefused, requeue_body
+    from worker.ops.requeue import RequeueRefused, requeue_body, requeue_task
     from worker.producer import publish_body
 
     settings = get_settings()
@@ -100,7 +100,7 @@ def dead_letters_requeue(
                 failed = True
                 continue
             with conn.transaction():
-                task_id = publish_body(papp, body, queue=settings.queue)
+                task_id = publish_body(papp, body, queue=settings.queue, task=requeue_task(row))
                 repository.resolve_dead_letter(conn, dead_letter_id, "requeued", who_asks(by), task_id)
             console.print(f"dead letter {dead_letter_id} requeued as task {task_id}")
     if failed:

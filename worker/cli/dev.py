@@ -30,6 +30,8 @@ def bench(
     producer_matches: Annotated[int, typer.Option(help="Publishes per broker of the producer-helper part (0: skip it).", min=0)] = 2000,
     rabbitmq_url: Annotated[Optional[str], typer.Option(help="RabbitMQ (amqp://) of the producer-helper part, with and without publisher confirms (default: RATINGS_BROKER_URL when it is one).")] = None,
     hot_lock_seconds: Annotated[float, typer.Option(help="Seconds hot00's row is held locked mid-run in a second hot-player run, beside the run without the lock (0: skip it).", min=0, max=600)] = 10.0,
+    late_share: Annotated[float, typer.Option(help="Share of matches delivered late in the late-arrival run, beside the in-order run of the same size (0: skip it).", min=0, max=1)] = 0.1,
+    late_by: Annotated[int, typer.Option(help="How late a late match is delivered, in matches published after its place in finish order.", min=1)] = 500,
     soak_matches: Annotated[int, typer.Option(help="Extra full-load run at the main worker count, for worker memory (e.g. 200000).", min=0)] = 0,
     ledger_size: Annotated[int, typer.Option(help="Matches of the generated ledger that verify replays (timed at 10, 30 and 100 %).", min=0)] = 1_000_000,
     ledger_players: Annotated[int, typer.Option(help="Players of the generated ledger.", min=2)] = 10_000,
@@ -65,6 +67,6 @@ def bench(
         ledger_size=ledger_size, ledger_players=ledger_players, engine_matches=engine_matches, repeats=repeats,
         skip_engine=skip_engine, skip_service=skip_service, skip_ledger=skip_ledger, skip_scaling=skip_scaling,
         seed=seed, output=output, hot_lock_seconds=hot_lock_seconds, durability_matches=durability_matches,
-        durability_rounds=durability_rounds,
+        durability_rounds=durability_rounds, late_share=late_share, late_by=late_by,
     )
     raise typer.Exit(run_bench(config))

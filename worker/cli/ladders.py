@@ -74,6 +74,42 @@ def history(
                       f"{r['rating_before']:.1f}", f"{r['rating_after']:.1f}", f"{r['delta']:+.1f}",
                       f"{r['expected_score']:.3f}", f"{r['actual_score']:.3f}", f"{r['k_factor']:g}")
     console.print(table)
+    with connect(require_database_url()) as conn:
+        rewrites = repository.history_corrections(conn, ladder, player)
+    for c in rewrites:
+        what = (f"late match {c['match_id']} placed in its position" if c["kind"] == "late"
+                else f"annulment of {c['match_id']}" + (f" ({c['reason']}, by {c['annulled_by']})" if c["reason"] else ""))
+        console.print(f"correction #{c['id']} at {c['at']:%Y-%m-%d %H:%M:%S}: {what}; "
+                      f"{c['rows']} earlier row(s) of {player} superseded")
+
+
+def annul(
+    match_ids: Annotated[list[str], typer.Argument(help="Match ids to annul.")],
+    reason: Annotated[str, typer.Option(help="Why (kept on record).")],
+    by: Annotated[Optional[str], typer.Option(help="Who annuls (default: user@host).")] = None,
+) -> None:
+    """Annul matches: remove them from their ladder's chronological replay, re-rate what followed them
+    exactly, send `correction` events; the ledger keeps them, the annulment is on record. Annulling
+    an annulled match does nothing."""
+    from worker.bootstrap import load_ladder_policies
+
+    ladders = load_ladder_policies(get_settings())
+    try:
+        with connect(require_database_url(), autocommit=True) as conn:
+            result = repository.annul_matches(conn, match_ids, reason, who_asks(by), ladders)
+    except repository.AnnulmentRefused as exc:
+        err.print(f"[red]annulment refused[/red]: {exc}")
+        raise typer.Exit(1) from exc
+    for ladder in sorted(result.rerated):
+        console.print(f"{ladder}: annulled, {result.rerated[ladder]} later match(es) re-rated, "
+                      f"{result.players_changed[ladder]} player(s) told by a correction event")
+    if result.annulled:
+        console.print(f"annulled: {', '.join(result.annulled)}")
+    if result.already:
+        console.print(f"already annulled (nothing done): {', '.join(result.already)}")
+    if result.unknown:
+        err.print(f"[red]not in the ledger[/red]: {', '.join(result.unknown)}")
+        raise typer.Exit(1)
 
 
 def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: every configured ladder).")] = None) -> None:

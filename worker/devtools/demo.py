@@ -123,7 +123,8 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
             ("dead letters", counts.dead_letters - before.dead_letters),
             ("events in the outbox", counts.events - before.events),
             ("events on the stream", stream_events),
-            *((f"  of ladder {ladder}", n) for ladder, n in sorted(by_ladder.items())),
+            *((f"  of ladder {ladder}", n) for ladder, n in sorted(by_ladder.items()) if " " not in ladder),
+            *((f"  {kind}", n) for kind, n in sorted(by_ladder.items()) if " " in kind),
         ]
         for what, n in rows:
             summary.add_row(what, f"{n:,}")
@@ -157,7 +158,8 @@ def _last_entry_id(client: redis.Redis, stream: str) -> str:
 
 
 def _stream_events_by_ladder(client: redis.Redis, stream: str, after_id: str) -> dict[str, int]:
-    """Count the stream's entries newer than ``after_id`` by ladder (read in pages of 10,000)."""
+    """Count the stream's entries newer than ``after_id`` by ladder (``match`` events), and the
+    other events by reason (``"correction events"``, ``"rebuild events"``) (read in pages of 10,000)."""
     counts: dict[str, int] = {}
     start = f"({after_id}"
     while True:
@@ -165,8 +167,9 @@ def _stream_events_by_ladder(client: redis.Redis, stream: str, after_id: str) ->
         if not page:
             return counts
         for _, fields in page:
-            ladder = json.loads(fields[b"payload"])["ladder"]
-            counts[ladder] = counts.get(ladder, 0) + 1
+            event = json.loads(fields[b"payload"])
+            key = event["ladder"] if event.get("reason", "match") == "match" else event["reason"] + " events"
+            counts[key] = counts.get(key, 0) + 1
         start = "(" + page[-1][0].decode()
 
 

@@ -82,6 +82,7 @@ def run_checks(
             f"{listed} (see `ratings dead-letters list`)" if by_reason else "none",
         ))
         findings.append(lock_wait_finding(conn, settings))
+        findings.append(chronology_finding(conn))
         if verify:
             for ladder, policy in sorted(policies.items()):
                 result = verify_ladder(conn, ladder, policy)
@@ -90,6 +91,19 @@ def run_checks(
                     f"{result.matches} matches, {result.players} players, {len(result.differences)} difference(s)",
                 ))
     return findings + _broker_findings(settings, max_queue_depth)
+
+
+def chronology_finding(conn: Connection) -> Finding:
+    """"chronological order": fails naming each ladder with matches placed at the end past the
+    correction bound (``RATINGS_CORRECTION_MAX_MATCHES``) and the command that puts them back in
+    place; passes with the corrections made so far."""
+    placed = repository.placed_at_end_counts(conn)
+    if placed:
+        named = "; ".join(f"{ladder}: {n} match(es) placed at the end, run `ratings rebuild --ladder {ladder} "
+                          "--order finished-at`" for ladder, n in sorted(placed.items()))
+        return Finding("chronological order", False, named)
+    made, rerated = repository.correction_totals(conn)
+    return Finding("chronological order", True, f"in order; {made} correction(s) so far, {rerated} match(es) re-rated")
 
 
 def lock_wait_finding(conn: Connection, settings: Settings) -> Finding:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,6 +46,7 @@ from engine.replay import Standing, replay_changes
 from worker import store as repository
 from worker.mapping import to_engine_match
 from worker.service.faults import FaultInjector
+from worker.store import chronology
 
 ORDERS = ("applied", "finished-at")
 """Replay orders: ``applied`` (the ledger's ``seq``, the order workers committed) and
@@ -116,32 +117,43 @@ class _Fold:
     standings: dict[str, Standing]
     last: dict[str, tuple[str, RatingChange]]
     matches: int = 0
+    before: dict[str, tuple[float | None, str | None]] = field(default_factory=dict)
+    """Peak rating and season before the match :meth:`run` yielded last, per player (absent: new)."""
 
     def run(self, rows: Iterable[tuple[int, dict[str, Any]]]
             ) -> Iterator[tuple[int, Match | FreeForAll, tuple[RatingChange, ...]]]:
         """Replay ``(seq, payload)`` rows in the order given; yield ``(seq, match, changes)``."""
         seqs: deque[int] = deque()
+        befores: deque[dict[str, tuple[float | None, str | None]]] = deque()
+        standings = self.standings
 
         def matches() -> Iterator[Match | FreeForAll]:
             for seq, payload in rows:
                 seqs.append(seq)
-                yield to_engine_match(payload)
+                match = to_engine_match(payload)
+                # each player's peak and season before the match, kept in its history row
+                befores.append({pid: (s.peak_rating, s.season) for pid in match.player_ids()
+                                if (s := standings.get(pid)) is not None})
+                yield match
 
         for match, changes in replay_changes(matches(), self.policy, self.standings):
             self.matches += 1
+            self.before = befores.popleft()
             for change in changes:
                 self.last[change.player_id] = (match.match_id, change)
             yield seqs.popleft(), match, changes
 
 
 def history_row(seq: int, match: Match, change: RatingChange, ladder: str, standing: Standing,
-                 occurred_at: datetime, generation: int, version: str) -> tuple:
+                 occurred_at: datetime, generation: int, version: str,
+                 before: tuple[float | None, str | None] = (None, None)) -> tuple:
     """A ``rating_changes`` row of a rebuilt generation, in the column order of
     :data:`worker.store.REBUILD_HISTORY_COPY`: ``sequence`` is the player's n-th match on the
-    ladder (``standing`` after the match), ``event_id`` NULL (a rebuilt row announces no event)."""
+    ladder (``standing`` after the match), ``event_id`` NULL (a rebuilt row announces no event);
+    ``before`` the player's peak rating and season before the match (a correction starts from them)."""
     return (seq, match.match_id, ladder, change.player_id, standing.games_played, change.rating_before,
             change.rating_after, change.expected_score, change.actual_score, change.k_factor, change.result,
-            None, occurred_at, generation, version)
+            None, occurred_at, generation, version, before[0], before[1])
 
 
 def rebuild_ladder(
@@ -178,7 +190,7 @@ def rebuild_ladder(
             raise RebuildError(f"a rebuild of ladder {ladder!r} is already running (see `ratings rebuilds`); "
                                "wait for it to finish")
         previous = repository.ladder_record(control, ladder)
-        order = order or (previous.apply_order if previous else "applied")
+        order = order or (previous.apply_order if previous else repository.DEFAULT_ORDER)
         repository.record_policy(control, ladder, policy, content)
         rebuild_id = repository.start_rebuild(control, ladder, requested_by, order, policy.version, previous)
         try:
@@ -220,13 +232,18 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                 replay_started = time.perf_counter()
                 progress("replay", 0, total)
                 rows: Iterable[tuple[int, dict[str, Any]]]
-                rows = repository.iter_ledger_rows(snap, ladder, order, snapshot_seq, "AND seq <= %(snapshot)s",
+                # finished-at: matches placed at the end past the correction bound go back in their place
+                rows = repository.iter_ledger_rows(snap, ladder, "finished-at-restored" if order == "finished-at"
+                                                   else order, snapshot_seq, "AND seq <= %(snapshot)s",
                                                    {"snapshot": snapshot_seq})
+                if order == "finished-at":
+                    chronology.restore_placed_at_end(writer, ladder, snapshot_seq)
                 with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
                     for seq, match, changes in fold.run(rows):
                         for change in changes:
                             copy.write_row(history_row(seq, match, change, ladder, fold.standings[change.player_id],
-                                                       occurred_at, rebuild_id, version))
+                                                       occurred_at, rebuild_id, version,
+                                                       fold.before.get(change.player_id, (None, None))))
                         if fold.matches % 2000 == 0:
                             progress("replay", fold.matches, total)
             progress("replay", fold.matches, total)
@@ -241,7 +258,7 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                     upto = repository.ledger_last_seq(control, ladder)
                 barrier_seconds = max(barrier_seconds, time.perf_counter() - pass_started)
                 rows = repository.ledger_rows_after(writer, ladder, caught, upto)
-                _catch_up(writer, fold, rows, ladder, occurred_at, rebuild_id)
+                _catch_up(writer, fold, rows, ladder, occurred_at, rebuild_id, order)
                 caught = upto
                 if len(rows) < CATCH_UP_ENOUGH:
                     break
@@ -253,7 +270,7 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
             repository.lock_ladder_exclusively(writer, ladder)
             locked = time.perf_counter()
             in_lock = repository.ledger_rows_after(writer, ladder, caught)
-            _catch_up(writer, fold, in_lock, ladder, occurred_at, rebuild_id)
+            _catch_up(writer, fold, in_lock, ladder, occurred_at, rebuild_id, order)
             written, events = repository.switch_players(writer, ladder, occurred_at)
             stamped = repository.stamp_ledger(writer, ladder, version, caught)
             catch_up = fold.matches - total
@@ -292,10 +309,15 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
 
 
 def _catch_up(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dict[str, Any]]], ladder: str,
-              occurred_at: datetime, rebuild_id: int) -> None:
+              occurred_at: datetime, rebuild_id: int, order: str = "applied") -> None:
     """Replay ``(seq, payload)`` rows on top of ``fold``: their history rows go into the new
-    generation, the standings of their players over the staged ones."""
+    generation, the standings of their players over the staged ones. In ``finished-at`` order the
+    rows are placed in their chronological position among those already replayed, re-rating what
+    follows them as the rating transaction's correction does (:func:`_catch_up_in_order`)."""
     if not rows:
+        return
+    if order == "finished-at":
+        _catch_up_in_order(writer, fold, rows, ladder, occurred_at, rebuild_id)
         return
     touched: dict[str, None] = {}
     with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
@@ -303,8 +325,39 @@ def _catch_up(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dic
             for change in changes:
                 touched[change.player_id] = None
                 copy.write_row(history_row(seq, match, change, ladder, fold.standings[change.player_id],
-                                           occurred_at, rebuild_id, fold.policy.version))
+                                           occurred_at, rebuild_id, fold.policy.version,
+                                           fold.before.get(change.player_id, (None, None))))
     repository.stage_players(writer, _standing_rows(fold, rebuild_id, touched), upsert=True)
+
+
+def _catch_up_in_order(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dict[str, Any]]],
+                       ladder: str, occurred_at: datetime, rebuild_id: int) -> None:
+    """The chronological catch-up: the rows committed since the snapshot are merged, by order key,
+    with the new generation's rows that follow the earliest of them (uncommitted, this transaction's
+    own), and every match sharing a player with a placed one is re-rated
+    (:func:`worker.store.chronology.sweep`); the replaced rows are deleted, never having been seen."""
+    keys = chronology.ledger_keys(writer, [seq for seq, _ in rows])
+    batch = sorted(((keys[seq], seq, payload) for seq, payload in rows), key=lambda t: t[0])
+    since = batch[0][0]
+    with writer.cursor() as cur:
+        later = chronology.later_matches(cur, ladder, since, rebuild_id, 2**31 - 1)
+    done = chronology.sweep(fold.policy, [(i, key, to_engine_match(p)) for i, (key, _, p) in enumerate(batch)],
+                            later, fold.standings, to_engine_match)
+    chronology.drop_history_rows(writer, [r.row_id for m, _ in done.rerated for r in m.rows])
+    placed = [(key, seq, payload["match_id"], done.batch[i]) for i, (key, seq, payload) in enumerate(batch)]
+    placed += [(m.key, m.seq, m.match_id, again) for m, again in done.rerated]
+    placed.sort(key=lambda t: t[0])
+    with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
+        for _, seq, match_id, rated in placed:
+            for change, games, peak, season in zip(rated.changes, rated.games, rated.peaks_before,
+                                                   rated.seasons_before):
+                fold.last[change.player_id] = (match_id, change)
+                copy.write_row((seq, match_id, ladder, change.player_id, games, change.rating_before,
+                                change.rating_after, change.expected_score, change.actual_score, change.k_factor,
+                                change.result, None, occurred_at, rebuild_id, fold.policy.version, peak, season))
+    fold.standings.update(done.standings)
+    fold.matches += len(rows)
+    repository.stage_players(writer, _standing_rows(fold, rebuild_id, done.standings), upsert=True)
 
 
 def _standing_rows(fold: _Fold, rebuild_id: int, player_ids) -> list[tuple]:

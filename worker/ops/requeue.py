@@ -6,12 +6,22 @@ import base64
 import json
 from typing import Any
 
+from worker.producer import ANNUL_TASK_NAME, TASK_NAME
 from worker.service.decoding import _argument_spans
 
 GATE_REASONS = frozenset(
     {"undecodable_body", "unknown_task", "not_a_task_message", "malformed_task_message", "invalid_task_message"}
 )
 """Dead letters written by :mod:`worker.service.gate`: their raw body is a whole Celery message body."""
+
+
+def requeue_task(row: dict[str, Any]) -> str:
+    """The task to publish dead letter ``row`` to again: ``ratings.annul_matches`` for an
+    annulment's (its headers name that task), else ``ratings.apply_match``."""
+    headers = row.get("headers")
+    if isinstance(headers, dict) and headers.get("task") == ANNUL_TASK_NAME:
+        return ANNUL_TASK_NAME
+    return TASK_NAME
 
 
 class RequeueRefused(ValueError):
@@ -46,7 +56,8 @@ def requeue_body(row: dict[str, Any]) -> bytes:
             "deserialized); fix the producer to send JSON and publish the match again"
         )
     if row["reason_code"] == "bad_task_arguments":
-        raise RequeueRefused("the task was called with the wrong arguments; publish the match itself again")
+        raise RequeueRefused("the task was called with the wrong arguments; publish the match (or annulment) "
+                             "itself again")
     raw = row["raw_body"]
     if row.get("raw_encoding") == "base64":
         raw = base64.b64decode(raw).decode("utf-8", errors="surrogateescape")

@@ -43,9 +43,9 @@ def verify_ladder(conn: Connection, ladder: str, policy: RatingPolicy) -> Verify
 
     The replay runs under the policy in force for the ladder (the version recorded in ``ladders``,
     which workers rate under and ``ratings rebuild`` switches), or under ``policy`` (the ladders
-    file's) for a ladder with no recorded policy. The replay order is the apply order, or the
-    one a rebuild recorded (``--order finished-at``). The ledger, the ladder's record and the
-    players are read in one REPEATABLE READ transaction (one snapshot), so the check is exact while
+    file's) for a ladder with no recorded policy. The replay order is the one recorded for the
+    ladder (chronological unless a rebuild chose ``--order applied``). The ledger, the ladder's
+    record and the players are read in one REPEATABLE READ transaction (one snapshot), so the check is exact while
     workers keep applying matches and while a rebuild switches over. ``conn`` must not be inside a
     transaction. Raises :class:`worker.policy.stored.PolicyUnavailable` when the recorded policy cannot
     be read by this release.
@@ -72,4 +72,4 @@ def verify_ladder(conn: Connection, ladder: str, policy: RatingPolicy) -> Verify
         if want != have:
             differences.append((pid, have, want))
     return VerifyResult(ladder, count, len(stored), differences, in_force.version, policy.version,
-                        record.apply_order if record else "applied")
+                        record.apply_order if record else repository.DEFAULT_ORDER)

@@ -6,6 +6,8 @@ reaches ``point``. A SIGKILL cannot be caught or cleaned up after, exactly like 
 killer or a node loss, so the windows the fault tests must prove safe are hit precisely:
 
 * ``in_transaction``: a worker child inside the rating transaction, everything written, no COMMIT;
+* ``in_correction``: a worker child inside a rating transaction that re-rated stored matches (a
+  late match's correction), everything written, no COMMIT;
 * ``after_commit``: a worker child after COMMIT, before the task returns (so before the ack);
   with batching, one transaction of a whole batch is one arrival at each of these two points;
 * ``relay_after_xadd``: the relay after XADD to the stream, before marking the rows published;
@@ -24,7 +26,7 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = frozenset({"in_transaction", "after_commit", "relay_after_xadd", "rebuild_before_switch",
+POINTS = frozenset({"in_transaction", "in_correction", "after_commit", "relay_after_xadd", "rebuild_before_switch",
                     "rebuild_after_switch"})
 
 

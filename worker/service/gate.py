@@ -103,7 +103,8 @@ class RatingsConsumer(Consumer):
         """A task message naming a task this worker does not know."""
         name = (message.headers or {}).get("task") if isinstance(message.headers, dict) else None
         self._dead_letter(message, "unknown_task",
-                          f"task {name!r} is not known to the rating worker (it runs ratings.apply_match only)")
+                          f"task {name!r} is not known to the rating worker (it runs ratings.apply_match and "
+                          "ratings.annul_matches only)")
 
     def on_unknown_message(self, body, message):
         """A message on the ratings queue that is not a Celery task message."""

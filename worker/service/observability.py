@@ -40,8 +40,14 @@ MESSAGES = Counter(
 )
 """Labelled by :class:`worker.outcome.Outcome` values (the one outcome type of store, service and metrics)."""
 DEAD_LETTERS = Counter("ratings_dead_letters_total", "Dead letters written, by reason code", ["reason"])
+ANNULMENT_MESSAGES = Counter("ratings_annulment_messages_total", "ratings.annul_matches messages handled, by "
+                             "outcome (annulled, already_annulled, dead_letter)", ["outcome"])
 OUT_OF_ORDER = Counter("ratings_out_of_order_total", "Matches applied after a later match of one of their players",
                        ["ladder"])
+PLACED_AT_END = Counter("ratings_placed_at_end_total", "Late matches past the correction bound "
+                        "(RATINGS_CORRECTION_MAX_MATCHES), applied at the end and flagged", ["ladder"])
+MATCHES_RERATED = Counter("ratings_matches_rerated_total", "Stored matches re-rated by corrections (late matches "
+                          "placed in their chronological position)", ["ladder"])
 APPLY_SECONDS = Histogram(
     "ratings_apply_seconds", "Time to handle one message in the worker (validate, rate, commit), seconds",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),

@@ -18,7 +18,7 @@ from typing import Any
 import stamina
 
 from engine import UnratableMatch
-from schemas import InvalidMessage, parse_match_finished
+from schemas import InvalidMessage, parse_annul_matches, parse_match_finished
 from worker import store as repository
 from worker.outcome import Handled, Outcome
 from worker.service.environment import EnvironmentNotReady, environment_reason
@@ -62,9 +62,14 @@ def raw_body(raw: Any) -> str | bytes:
     return bytes(raw) if isinstance(raw, bytes | bytearray) else raw_text(raw)
 
 
-def bad_arguments_detail(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+ANNUL_TASK = "ratings.annul_matches"
+"""The task name of an annulment message (what game backends send, :func:`worker.producer.publish_annulment`)."""
+
+
+def bad_arguments_detail(args: Sequence[Any], kwargs: Mapping[str, Any], task: str = "ratings.apply_match",
+                         message: str = "MatchFinished") -> str:
     """The dead-letter detail of a ``bad_task_arguments`` call."""
-    return (f"ratings.apply_match takes exactly one positional argument (the MatchFinished message); got "
+    return (f"{task} takes exactly one positional argument (the {message} message); got "
             f"{len(args)} positional and keyword arguments {sorted(kwargs)}")
 
 
@@ -96,7 +101,7 @@ class RatingService:
         self.timeouts = repository.TransactionTimeouts(
             settings.lock_timeout_ms, settings.statement_timeout_ms, settings.player_lock_wait_ms,
             settings.idle_in_transaction_timeout_ms, settings.db_keepalives_idle, settings.db_keepalives_interval,
-            settings.db_keepalives_count)
+            settings.db_keepalives_count, settings.correction_max_matches)
         stamina.instrumentation.set_on_retry_hooks([_log_retry])
 
     def _retrying(self):
@@ -174,6 +179,61 @@ class RatingService:
         return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(), match.finished_at,
                                      ladder, task_id, raw_body(raw), canonical.decode("utf-8"))
 
+    def annul(self, task_id: str | None, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[str, str | None]:
+        """Run one ``ratings.annul_matches`` call (one AnnulMatches message) through
+        :func:`worker.store.annul_matches`, the transaction ``ratings annul`` runs; returns
+        (outcome, reason code): ``("annulled", None)`` when a match was annulled now,
+        ``("already_annulled", None)`` when every one was already (a no-op, as a redelivery is), or
+        ``("dead_letter", code)``. Dead letters keep the raw message and its task name (so a
+        requeue sends it to this task again): ``bad_task_arguments``, the parser's reason codes
+        (:func:`schemas.parse_annul_matches`), ``annulment_refused`` (a ladder in arrival order or
+        not configured here), ``unknown_match`` (ids not applied yet: the others are annulled;
+        requeue the dead letter once the matches are applied).
+
+        Raises :class:`worker.store.AnnulmentBusy` (a rebuild of the ladder runs: requeue later),
+        ``psycopg.OperationalError`` when transient errors outlast the retries, and
+        :class:`worker.service.environment.EnvironmentNotReady`; nothing is written then.
+        """
+        if len(args) != 1 or kwargs:
+            return self._annulment_dead_letter(
+                task_id, "bad_task_arguments", bad_arguments_detail(args, kwargs, ANNUL_TASK, "AnnulMatches"),
+                raw_text({"args": list(args), "kwargs": dict(kwargs)}))
+        raw = args[0]
+        try:
+            request = parse_annul_matches(raw)
+        except InvalidMessage as exc:
+            return self._annulment_dead_letter(task_id, exc.reason_code, exc.detail, raw_body(raw))
+        try:
+            for attempt in self._retrying():
+                with attempt, self.pool.connection() as conn:
+                    result = repository.annul_matches(conn, request.match_ids, request.reason, request.annulled_by,
+                                                      self.ladders, self.timeouts)
+        except repository.AnnulmentBusy:
+            raise
+        except repository.AnnulmentRefused as exc:
+            return self._annulment_dead_letter(task_id, "annulment_refused", str(exc), raw_body(raw))
+        except ENVIRONMENT_DATABASE_ERRORS as exc:
+            raise EnvironmentNotReady(environment_reason(exc), str(exc).strip()) from exc
+        log.info("annulment by %s: %d annulled, %d already annulled, %d unknown (matches re-rated: %s)",
+                 request.annulled_by, len(result.annulled), len(result.already), len(result.unknown), result.rerated)
+        if result.unknown:
+            shown = ", ".join(repr(m) for m in result.unknown[:10]) + (" ..." if len(result.unknown) > 10 else "")
+            return self._annulment_dead_letter(
+                task_id, "unknown_match",
+                f"{len(result.unknown)} match id(s) not in the ledger: {shown}; the {len(result.annulled)} other(s) "
+                "were annulled now and the rest were already. Requeue this dead letter once those matches are "
+                "applied (annulling again is a no-op for the others), or discard it", raw_body(raw))
+        return ("annulled" if result.annulled else "already_annulled"), None
+
+    def _annulment_dead_letter(self, task_id: str | None, code: str, detail: str,
+                               raw: str | bytes) -> tuple[str, str | None]:
+        for attempt in self._retrying():
+            with attempt, self.pool.connection() as conn:
+                repository.insert_dead_letter(conn, code, detail, raw, None, task_id, "application/json",
+                                              {"task": ANNUL_TASK})
+        log.warning("dead letter %s (annulment): %s", code, detail)
+        return "dead_letter", code
+
     @staticmethod
     def _failed(entry: repository.BatchEntry, exc: Exception) -> repository.BatchDeadLetter:
         """The dead letter a message becomes when rating it alone failed for a permanent reason."""
@@ -198,7 +258,8 @@ class RatingService:
                 for _ in range(5):
                     try:
                         result = repository.apply_batch(conn, entries, before_commit=self._before_commit,
-                                                        timeouts=self.timeouts)
+                                                        timeouts=self.timeouts,
+                                                        before_correction_commit=self._before_correction_commit)
                         self._environment_failed = False
                         return result
                     except repository.LedgerRace as exc:
@@ -213,3 +274,6 @@ class RatingService:
 
     def _before_commit(self) -> None:
         self.faults.hit("in_transaction")
+
+    def _before_correction_commit(self) -> None:
+        self.faults.hit("in_correction")

@@ -19,6 +19,7 @@ from worker.service import observability
 from worker.service.environment import BACKOFF, EnvironmentNotReady, backoff_cap
 from worker.service.rating_service import TRANSIENT_ERRORS, RatingService
 from worker.settings import Settings, get_settings
+from worker.store import AnnulmentBusy
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,17 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
         log.error("cannot serve metrics and health on port %s: %s", settings.metrics_port, exc)
 
 
+def _service_or_requeue() -> RatingService:
+    """This process's service, the backoff capped below the task's time limit; raises ``Reject``
+    (requeue) after a backoff when it cannot be built (broken configuration, database down)."""
+    BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
+    try:
+        return get_service()
+    except Exception as exc:  # keep the message
+        BACKOFF.wait(exc, "rating service unavailable; requeueing the message")
+        raise Reject(f"service unavailable: {exc}", requeue=True) from exc
+
+
 def apply_match(self, *args, **kwargs) -> str:
     """Apply one MatchFinished message (the task's single positional argument); registered as
     ``ratings.apply_match`` (bound) by :func:`worker.bootstrap.create_app`.
@@ -136,12 +148,7 @@ def apply_match(self, *args, **kwargs) -> str:
     it in, and a child serves one message at a time anyway); everything else ends as applied,
     duplicate or dead letter, and the message is acknowledged.
     """
-    BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
-    try:
-        service = get_service()
-    except Exception as exc:  # broken configuration or database down at start: keep the message
-        BACKOFF.wait(exc, "rating service unavailable; requeueing the message")
-        raise Reject(f"service unavailable: {exc}", requeue=True) from exc
+    service = _service_or_requeue()
     task_id = self.request.id
     started = time.perf_counter()
     structlog.contextvars.clear_contextvars()
@@ -169,6 +176,39 @@ def apply_match(self, *args, **kwargs) -> str:
     return handled[0].outcome.value
 
 
+def annul_matches(self, *args, **kwargs) -> str:
+    """Annul the matches of one AnnulMatches message (the task's single positional argument:
+    ``match_ids``, ``reason``, ``annulled_by``; :func:`worker.producer.publish_annulment`);
+    registered as ``ratings.annul_matches`` (bound) by :func:`worker.bootstrap.create_app`.
+
+    The matches leave their ladders' chronological replay, what followed them is re-rated and every
+    player whose rating changes gets a ``correction`` event, as with ``ratings annul``
+    (:meth:`worker.service.rating_service.RatingService.annul`); annulling again is a no-op, so a
+    redelivery is harmless. Bad input ends as a dead letter with a reason code (the message kept).
+    A rebuild of the ladder running, transient database errors past the in-process retries and an
+    environment not ready requeue the message after a backoff; so does the soft time limit. Returns
+    the outcome: ``annulled``, ``already_annulled`` or ``dead_letter``.
+    """
+    service = _service_or_requeue()
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(task_id=self.request.id)
+    try:
+        outcome, reason_code = service.annul(self.request.id, args, kwargs)
+    except (*TRANSIENT_ERRORS, EnvironmentNotReady, AnnulmentBusy) as exc:  # type: ignore[misc]  # exception types
+        log.error("annulment not run now (%s); requeueing: %s", type(exc).__name__, exc)
+        BACKOFF.wait(exc)
+        raise Reject(str(exc), requeue=True) from exc
+    except SoftTimeLimitExceeded as exc:
+        log.error("annulment task %s hit its soft time limit; requeueing", self.request.id)
+        raise Reject("soft time limit", requeue=True) from exc
+    BACKOFF.reset()
+    observability.ANNULMENT_MESSAGES.labels(outcome).inc()
+    if reason_code is not None:
+        observability.MESSAGES.labels(Outcome.DEAD_LETTER.value).inc()
+        observability.DEAD_LETTERS.labels(reason_code).inc()
+    return outcome
+
+
 def record_handled(handled: Handled, duration: float, task_id: str | None = None, batch_size: int = 1) -> None:
     """Metrics and one structured log line for a handled message.
 
@@ -183,6 +223,10 @@ def record_handled(handled: Handled, duration: float, task_id: str | None = None
         observability.DEAD_LETTERS.labels(handled.reason_code).inc()
     if handled.out_of_order:
         observability.OUT_OF_ORDER.labels(handled.ladder).inc()
+    if handled.placed_at_end:
+        observability.PLACED_AT_END.labels(handled.ladder).inc()
+    if handled.rerated:
+        observability.MATCHES_RERATED.labels(handled.ladder).inc(handled.rerated)
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     structlog.get_logger("worker.service.tasks").info(

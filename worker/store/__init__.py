@@ -21,6 +21,13 @@ The rating transaction (DESIGN.md, "What it does"), one path for 1 to N messages
    dead letters, ``NOTIFY`` the relay; commit.
 """
 
+from worker.store.annulments import (  # noqa: F401
+    AnnulmentBusy,
+    AnnulmentRefused,
+    AnnulmentResult,
+    annul_matches,
+    annulments,
+)
 from worker.store.dead_letters import (  # noqa: F401
     _dead_letter_text,
     dead_letter,
@@ -42,9 +49,11 @@ from worker.store.events import (  # noqa: F401
     rebuild_event_id,
 )
 from worker.store.ladders import (  # noqa: F401
+    DEFAULT_ORDER,
     LADDER_LOCK_CLASS,
     LadderPolicy,
     LadderRecord,
+    ladder_in_force,
     ladder_record,
     policy_in_force,
     record_policies,
@@ -65,13 +74,16 @@ from worker.store.rating import (  # noqa: F401
 from worker.store.read_models import (  # noqa: F401
     LEDGER_ORDER,
     Counts,
+    correction_totals,
     counts,
     history,
+    history_corrections,
     iter_ledger,
     iter_ledger_rows,
     ladders_in_use,
     leaderboard,
     ledger_size,
+    placed_at_end_counts,
     stored_standings,
 )
 from worker.store.rebuilds import (  # noqa: F401

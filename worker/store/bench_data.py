@@ -9,11 +9,11 @@ import psycopg
 from psycopg import sql
 
 SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "duplicate_deliveries", "dead_letters",
-                  "player_lock_waits")
+                  "player_lock_waits", "corrections")
 """The tables a benchmark run empties between runs."""
 
 _SYNTHETIC_LEDGER = """
-INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at)
+INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, order_at)
 SELECT id, 'elo', md5(id), jsonb_build_object(
            'schema_version', 1, 'match_id', id, 'ladder', 'elo',
            'finished_at', to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
@@ -23,7 +23,7 @@ SELECT id, 'elo', md5(id), jsonb_build_object(
                jsonb_build_object('player_id', 'pl' || lpad(((a + 1 + d) %% %(players)s::int)::text, 6, '0'),
                                   'stats', NULL))),
            'outcome', CASE WHEN o < 0.45 THEN 'side_a_won' WHEN o < 0.9 THEN 'side_b_won' ELSE 'draw' END),
-       ts
+       ts, ts
   FROM (SELECT 'bench-ledger-' || g AS id,
                floor(random() * %(players)s::int)::int AS a,
                floor(random() * (%(players)s::int - 1))::int AS d,
@@ -136,3 +136,16 @@ def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int]]:
     backends = [pid for pid, kind, ours in rows if kind == "client backend" and ours]
     background = [pid for pid, kind, _ in rows if kind not in ("client backend", "walsender")]
     return backends, background
+
+
+def correction_figures(conn: psycopg.Connection) -> dict[str, int]:
+    """What the late matches of a run cost: ``late_matches`` (``ledger.out_of_order``),
+    ``placed_at_end``, ``corrections``, ``matches_rerated`` in all and the ``largest_correction``."""
+    row = conn.execute("SELECT count(*) FILTER (WHERE out_of_order), count(*) FILTER (WHERE placed_at_end) "
+                       "FROM ledger").fetchone()
+    late, at_end = row if row else (0, 0)
+    row = conn.execute("SELECT count(*), coalesce(sum(matches_rerated), 0), coalesce(max(matches_rerated), 0) "
+                       "FROM corrections").fetchone()
+    made, rerated, largest = row if row else (0, 0, 0)
+    return {"late_matches": int(late), "placed_at_end": int(at_end), "corrections": int(made),
+            "matches_rerated": int(rerated), "largest_correction": int(largest)}

@@ -34,6 +34,15 @@ def rebuild_event_id(rebuild_id: int, player_id: str) -> uuid.UUID:
     return uuid.uuid5(REBUILD_EVENT_NAMESPACE, f"{rebuild_id}\x1f{player_id}")
 
 
+CORRECTION_EVENT_NAMESPACE = uuid.uuid5(EVENT_NAMESPACE, "correction")
+
+
+def correction_event_id(correction_id: int, player_id: str) -> uuid.UUID:
+    """Deterministic event id of the ``correction`` event of ``player_id`` in correction
+    ``correction_id`` (UUIDv5 in a namespace of its own)."""
+    return uuid.uuid5(CORRECTION_EVENT_NAMESPACE, f"{correction_id}\x1f{player_id}")
+
+
 RATING_CHANGED_EVENTS = TypeAdapter(list[RatingChanged])
 """Validates many :class:`schemas.RatingChanged` events in one call (cheaper than one by one)."""
 
@@ -53,6 +62,20 @@ def rating_changed_json(events: list[dict[str, Any]]) -> list[str]:
     return [dumps(e) for e in events]
 
 
+def _event_row(reason: str, event_id: Any, match_id: str, ladder: str, player_id: str, rating_before: float,
+               rating_after: float, change: RatingChange, sequence: int, games_played: int, out_of_order: bool,
+               occurred: str) -> dict[str, Any]:
+    """The field dict of one RatingChanged v1 event (``change`` gives expected score, actual score
+    and K-factor; the ratings are given, as a correction's differ from the change's)."""
+    return {
+        "schema_version": 1, "event_id": str(event_id), "reason": reason, "match_id": match_id, "ladder": ladder,
+        "player_id": player_id, "rating_before": rating_before, "rating_after": rating_after,
+        "delta": rating_after - rating_before, "expected_score": change.expected_score,
+        "actual_score": change.actual_score, "k_factor": change.k_factor, "sequence": sequence,
+        "games_played": games_played, "out_of_order": out_of_order, "occurred_at": occurred,
+    }
+
+
 def match_events_json(events: Sequence[dict[str, Any]], occurred_at: datetime) -> list[str]:
     """The RatingChanged v1 events (reason ``match``) of a rating transaction, validated, as JSON text.
 
@@ -63,28 +86,28 @@ def match_events_json(events: Sequence[dict[str, Any]], occurred_at: datetime) -
     Raises :class:`pydantic.ValidationError` as :func:`rating_changed_json`.
     """
     occurred = occurred_at.isoformat()
-    rows = []
-    for e in events:
-        change: RatingChange = e["change"]
-        rows.append({
-            "schema_version": 1,
-            "event_id": str(e["event_id"]),
-            "reason": "match",
-            "match_id": e["match_id"],
-            "ladder": e["ladder"],
-            "player_id": change.player_id,
-            "rating_before": change.rating_before,
-            "rating_after": change.rating_after,
-            "delta": change.delta,
-            "expected_score": change.expected_score,
-            "actual_score": change.actual_score,
-            "k_factor": change.k_factor,
-            "sequence": e["sequence"],
-            "games_played": e["games_played"],
-            "out_of_order": e["out_of_order"],
-            "occurred_at": occurred,
-        })
-    return rating_changed_json(rows)
+    return rating_changed_json([
+        _event_row("match", e["event_id"], e["match_id"], e["ladder"], e["change"].player_id,
+                   e["change"].rating_before, e["change"].rating_after, e["change"], e["sequence"],
+                   e["games_played"], e["out_of_order"], occurred)
+        for e in events])
+
+
+def correction_events_json(events: Sequence[dict[str, Any]], occurred_at: datetime) -> list[str]:
+    """The RatingChanged v1 events (reason ``correction``) of a rating transaction that placed a late
+    match: one per player whose stored rating the correction changed, validated, as JSON text.
+
+    Each item has ``event_id``, ``match_id`` (the player's last re-rated match), ``ladder``,
+    ``player_id``, ``rating_before`` (the rating last announced to consumers), ``rating_after`` (the
+    stored rating now), ``change`` (the :class:`engine.RatingChange` of that last re-rated match:
+    expected score, actual score, K-factor), ``sequence`` and ``games_played``.
+    Raises :class:`pydantic.ValidationError` as :func:`rating_changed_json`.
+    """
+    occurred = occurred_at.isoformat()
+    rows = [_event_row("correction", e["event_id"], e["match_id"], e["ladder"], e["player_id"], e["rating_before"],
+                       e["rating_after"], e["change"], e["sequence"], e["games_played"], False, occurred)
+            for e in events]
+    return rating_changed_json(rows) if rows else []
 
 
 def event_payloads_json(payload: Any) -> str:

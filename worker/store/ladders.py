@@ -36,8 +36,8 @@ class LadderPolicy:
 class LadderRecord:
     """A ladder's row of ``ladders``: the policy version in force, the current history
     ``generation`` (0 until the first rebuild), and the replay order: ``apply_order`` is
-    ``"applied"`` (ledger ``seq``) or ``"finished-at"`` (rows with ``seq <= order_boundary`` by
-    ``(finished_at, seq)``, then the rest by ``seq``)."""
+    ``"applied"`` (ledger ``seq``, arrival order) or ``"finished-at"`` (chronological: by
+    ``(order_at, match_id)``, see :data:`worker.store.read_models.LEDGER_ORDER`)."""
 
     ladder: str
     policy_version: str
@@ -91,10 +91,23 @@ def policy_in_force(
     the rating transaction, after the ladder's shared advisory lock. Raises
     :class:`worker.policy.stored.PolicyUnavailable` (transient) when the recorded policy cannot be read.
     """
+    policy, generation, _ = ladder_in_force(cur, ladder, configured, content)
+    return policy, generation
+
+
+DEFAULT_ORDER = "finished-at"
+"""The replay order of a ladder with no recorded one: chronological (issue 18)."""
+
+
+def ladder_in_force(
+    cur: psycopg.Cursor, ladder: str, configured: RatingPolicy, content: dict[str, Any] | None = None
+) -> tuple[RatingPolicy, int, str]:
+    """:func:`policy_in_force` and the ladder's replay order (``"finished-at"``: chronological, the
+    default; ``"applied"``: arrival order, an explicit choice made with ``ratings rebuild --order``)."""
     record = ladder_record(cur, ladder)
     if record is None:
         if content is None or not configured.version:
-            return configured, 0
+            return configured, 0, DEFAULT_ORDER
         record_policy(cur, ladder, configured, content)
         cur.execute(
             "INSERT INTO ladders (ladder, policy_version) VALUES (%s, %s) ON CONFLICT (ladder) DO NOTHING",
@@ -103,8 +116,8 @@ def policy_in_force(
         record = ladder_record(cur, ladder)
         assert record is not None
     if record.policy_version == configured.version:
-        return configured, record.generation
-    return stored_policy(cur, record.policy_version), record.generation
+        return configured, record.generation, record.apply_order
+    return stored_policy(cur, record.policy_version), record.generation, record.apply_order
 
 
 def record_policies(conn: psycopg.Connection, policies: dict[str, tuple[str, dict[str, Any]]]) -> None:

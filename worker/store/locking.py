@@ -24,7 +24,7 @@ Key = tuple[str, str]
 
 _SELECT = """
     SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
-           p.rebuild_events
+           p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match
       FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
      ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
        FOR UPDATE OF p"""
@@ -70,22 +70,30 @@ def _set_lock_timeout(cur: psycopg.Cursor, ms: int) -> None:
     cur.execute("SELECT set_config('lock_timeout', %s, true)", (f"{max(1, int(ms))}ms",))
 
 
-def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_timeout_ms: int) -> PlayerLocks:
+def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_timeout_ms: int,
+                 queue: bool = True) -> PlayerLocks:
     """Lock the ``players`` rows of ``keys`` (sorted (ladder, player_id), code point order as
     ``COLLATE "C"``; the rows exist) ``FOR UPDATE`` inside the caller's transaction, waiting at most
     ``wait_ms`` milliseconds for rows other transactions hold.
 
-    1. In a savepoint, one statement locks every free row (``SKIP LOCKED``): when none is busy
-       (the common case) that is all, no wait.
-    2. Else the savepoint is rolled back (its locks released) and every row is locked in the one
+    1. In a savepoint, the ladders' queue lock is taken shared without waiting, and one statement
+       locks every free row (``SKIP LOCKED``): when the queue is free and no row is busy (the
+       common case) that is all, no wait.
+    2. Else the savepoint is rolled back (its locks released). In a new savepoint the ladders'
+       queue lock is taken exclusively (:data:`QUEUE_LOCK_CLASS`; not when ``queue`` is false,
+       as for more rows of a transaction that already holds it, nor when a session outside the
+       service may be holding rows for long, :func:`_stuck_session`), so transactions on the fast
+       path stop taking rows the waiter has not reached; then every row is locked in the one
        global order with ``lock_timeout`` = ``wait_ms`` (:data:`REMEMBERED_WAIT_MS` when a busy row
-       is one this process found held within :data:`REMEMBER_BLOCKED_SECONDS`), in a savepoint:
-       transactions that wait, wait in one order, so they never deadlock; a row released meanwhile
-       (another worker's short transaction) is simply waited for.
+       is one this process found held within :data:`REMEMBER_BLOCKED_SECONDS`): transactions that
+       wait, wait in one order, so they never deadlock; a lock other rating transactions hold is
+       waited for again, up to ``lock_timeout_ms`` in all, unless a stuck session appears. Got:
+       the queue lock is kept to the commit.
     3. Past that wait (``LockNotAvailable``; ``DeadlockDetected`` with a session outside the
-       service), the free rows are locked without waiting (``SKIP LOCKED``) and the rows still busy
-       are *blocked* (and remembered): the caller defers their matches. Nothing waits after this
-       step, so rows taken out of order here cannot close a cycle.
+       service), the savepoint is rolled back, the queue lock with it (the ladder is not held up
+       by a transaction that defers), the free rows are locked without waiting (``SKIP LOCKED``)
+       and the rows still busy are *blocked* (and remembered): the caller defers their matches.
+       Nothing waits after this step, so rows taken out of order here cannot close a cycle.
 
     ``lock_timeout`` is set back to ``lock_timeout_ms`` (``SET LOCAL``: nothing outlives the
     transaction). Raises other ``psycopg.Error`` as they come.
@@ -96,9 +104,16 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     started = time.perf_counter()
     conn = cur.connection
     args = ([k[0] for k in keys], [k[1] for k in keys])
+    ladders = sorted({k[0] for k in keys})
     got: set[Key] = set()
     try:
         with conn.transaction():
+            # A transaction waiting for rows holds its ladders' queue lock exclusively: while one
+            # waits, the others queue behind it instead of taking, without waiting, the rows it has
+            # not reached yet (which starved it, and made its matches late by thousands).
+            if not cur.execute("SELECT bool_and(pg_try_advisory_xact_lock_shared(%b, hashtext(l))) "
+                               "FROM unnest(%b::text[]) AS l", (QUEUE_LOCK_CLASS, ladders)).fetchone()[0]:
+                raise _Busy
             result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
             got = {(r[0], r[1]) for r in result.rows}
             if len(got) < len(keys):
@@ -112,11 +127,18 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     busy = [k for k in keys if k not in got]
     now = time.monotonic()
     remembered = any(_blocked_until.get(k, 0.0) > now for k in busy)
+    # Behind a session that may hold rows for long (an operator's, a frozen worker's) the waiter
+    # does not queue the ladder: it waits its bounded time alone and defers, as before the queue.
+    stuck = remembered or (queue and _stuck_session(cur))
     waited_from = time.perf_counter()
     try:
+        # One savepoint for the queue lock and the wait: giving up rolls it back, so a transaction
+        # that defers releases the ladder's queue before it goes on with its other matches.
         with conn.transaction():
-            _set_lock_timeout(cur, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms)
-            result.rows = cur.execute(_SELECT, args).fetchall()
+            if queue and not stuck:
+                _wait_for(cur, _QUEUE, (QUEUE_LOCK_CLASS, ladders), wait_ms, lock_timeout_ms, waited_from, False)
+            result.rows = _wait_for(cur, _SELECT, args, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms,
+                                    lock_timeout_ms, waited_from, remembered)
     except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
         waited = time.perf_counter() - waited_from
         result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
@@ -134,6 +156,61 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     _set_lock_timeout(cur, lock_timeout_ms)
     result.seconds = time.perf_counter() - started
     return result
+
+
+_QUEUE = "SELECT count(pg_advisory_xact_lock(%b, hashtext(l))) FROM unnest(%b::text[]) AS l"
+
+
+def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_timeout_ms: int,
+              waited_from: float, once: bool) -> list[tuple]:
+    """Run ``sql`` (a statement that waits for locks) in a savepoint with ``lock_timeout`` =
+    ``wait_ms``, again while what it waits for is held by rating transactions (they finish), up to
+    ``lock_timeout_ms`` since ``waited_from`` (``time.perf_counter()``); its rows. Raises
+    ``LockNotAvailable`` at once when ``once``, past that budget, or when a stuck session may be
+    what holds the locks (:func:`_stuck_session`)."""
+    while True:
+        try:
+            with cur.connection.transaction():
+                _set_lock_timeout(cur, wait_ms)
+                return cur.execute(sql, params).fetchall()
+        except psycopg.errors.LockNotAvailable:
+            # Rows (or the queue) other rating transactions hold, a correction many and for longer,
+            # are waited for, up to lock_timeout in all; a session stuck in a transaction is not.
+            waited_ms = (time.perf_counter() - waited_from) * 1000.0
+            if once or waited_ms + wait_ms > lock_timeout_ms or _stuck_session(cur):
+                raise
+
+
+QUEUE_LOCK_CLASS = 7_403
+"""First key of the per-ladder advisory lock that queues rating transactions which must wait for
+player rows (:func:`lock_players`): shared on the fast path, exclusive while waiting and to the
+commit once the rows are got, released at once by a transaction that gives up and defers."""
+
+RATING_APPLICATION = "ratings-rating"
+"""``application_name`` of a rating transaction (``SET LOCAL``), so a waiting one can tell its peers."""
+
+STUCK_AFTER_MS = 500
+"""A session idle inside a transaction this long, or another application's transaction open this
+long, may be what holds the rows a rating transaction waits for: it defers instead of waiting on."""
+
+
+def _stuck_session(cur: psycopg.Cursor) -> bool:
+    """True when another session of this database is idle inside a transaction, or runs a
+    transaction of another application, for :data:`STUCK_AFTER_MS` or longer (an operator's
+    session, a frozen worker): the rows may be held for long, so the batch defers their matches.
+    Otherwise the rows are held by rating transactions, which finish: the caller waits on."""
+    # pg_stat_activity is read once per transaction unless the snapshot is cleared, and now() is
+    # the transaction's start: a session that became stuck while this one waited would go unseen.
+    cur.execute("SELECT pg_stat_clear_snapshot()")
+    row = cur.execute(
+        """SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                           WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+                             AND ((state LIKE 'idle in transaction%%'
+                                   AND state_change < clock_timestamp() - make_interval(secs => %s))
+                                  OR (coalesce(application_name, '') <> %s
+                                      AND xact_start < clock_timestamp() - make_interval(secs => %s))))""",
+        (STUCK_AFTER_MS / 1000.0, RATING_APPLICATION, STUCK_AFTER_MS / 1000.0)).fetchone()
+    return bool(row and row[0])
 
 
 def _forget(keys: Iterable[Key]) -> None:

@@ -4,22 +4,36 @@ Ledger check, ladder and player locks, rating, writes, dead letters, in one tran
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 
-from engine.replay import Standing, replay_changes
+from engine.replay import Standing
 from worker.mapping import to_engine_match
 from worker.outcome import Handled, Outcome
+from worker.store.chronology import (
+    OrderKey,
+    Rated,
+    Sweep,
+    affected_players,
+    order_key,
+    sweep,
+)
 from worker.store.connection import raise_if_connection_lost
+from worker.store.corrections import plan_corrections, record_correction, write_rating_rows
 from worker.store.dead_letters import _dead_letter_text
-from worker.store.events import OUTBOX_CHANNEL, event_id_for, match_events_json
-from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, policy_in_force
-from worker.store.locking import deferred_matches, lock_players, record_lock_waits
+from worker.store.events import (
+    correction_events_json,
+    event_id_for,
+    match_events_json,
+)
+from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force
+from worker.store.locking import RATING_APPLICATION, deferred_matches, lock_players, record_lock_waits
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +85,9 @@ class TransactionTimeouts:
     ``_interval``, ``_count``; seconds, seconds, probes); 0: the server's defaults."""
     tcp_keepalives_interval_s: int = 0
     tcp_keepalives_count: int = 0
+    correction_max_matches: int = 2000
+    """Most stored matches of a ladder that may follow a late match for it to be placed in its
+    chronological position (``RATINGS_CORRECTION_MAX_MATCHES``); past it the match goes at the end."""
 
 
 DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_ms=30000)
@@ -79,11 +96,13 @@ DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_m
 
 def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts) -> None:
     """Apply ``timeouts`` to the current transaction only (``set_config(..., true)``, i.e. ``SET
-    LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires."""
+    LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires. The
+    transaction's ``application_name`` becomes :data:`worker.store.locking.RATING_APPLICATION`, so
+    a rating transaction waiting for rows can tell a peer from a stuck session."""
     cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true), "
-                "set_config('idle_in_transaction_session_timeout', %s, true)",
+                "set_config('idle_in_transaction_session_timeout', %s, true), set_config('application_name', %s, true)",
                 (f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms",
-                 f"{int(timeouts.idle_in_transaction_ms)}ms"))
+                 f"{int(timeouts.idle_in_transaction_ms)}ms", RATING_APPLICATION))
     keepalives = {"tcp_keepalives_idle": timeouts.tcp_keepalives_idle_s,
                   "tcp_keepalives_interval": timeouts.tcp_keepalives_interval_s,
                   "tcp_keepalives_count": timeouts.tcp_keepalives_count}
@@ -119,6 +138,7 @@ def apply_batch(
     entries: Sequence[BatchEntry],
     before_commit: Callable[[], None] | None = None,
     timeouts: TransactionTimeouts | None = None,
+    before_correction_commit: Callable[[], None] | None = None,
 ) -> tuple[list[Handled], float | None]:
     """Apply 1 to N messages, in queue order, in one transaction: the only rating transaction.
 
@@ -149,7 +169,8 @@ def apply_batch(
        :class:`schemas.RatingChanged` events whose per-player ``sequence`` grows by one per match;
     4. ledger, players, duplicate deliveries and dead letters are written with one multi-row
        statement each (``unnest`` of arrays sent in binary), history and outbox rows by ``COPY``;
-       one ``NOTIFY``; ``before_commit`` runs, then COMMIT.
+       one ``NOTIFY``; ``before_correction_commit`` runs when the transaction re-rated stored
+       matches (a correction), then ``before_commit``, then COMMIT.
 
     ``timeouts`` (milliseconds) are applied first with ``SET LOCAL`` (they end with the transaction:
     no session state, so the connection may come through PgBouncer in transaction mode), with
@@ -171,6 +192,8 @@ def apply_batch(
             if timeouts is not None:
                 set_local_timeouts(cur, timeouts)
             lock_wait = _classify_and_apply(cur, entries, results, timeouts or DEFAULT_TIMEOUTS)
+            if before_correction_commit is not None and any(r is not None and r.rerated for r in results):
+                before_correction_commit()
             if before_commit is not None:
                 before_commit()
     except psycopg.Error as exc:  # e.g. the session ended by idle_in_transaction_session_timeout
@@ -268,7 +291,9 @@ def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry],
 def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: list[int],
                    results: list[Handled | None], limits: TransactionTimeouts) -> float:
     """Steps 2 to 4 of :func:`apply_batch` for the matches to apply (queue order); fills ``results``
-    at ``positions``; returns the lock wait in seconds. Raises :class:`LedgerRace`."""
+    at ``positions``; returns the lock wait in seconds. Raises :class:`LedgerRace`, and
+    :class:`CorrectionGrew` (a subclass) when the players a correction touches grew between the read
+    before the locks and the read under them."""
     engine_matches = [to_engine_match(m.payload) for m in matches]
     configured: dict[str, LadderPolicy] = {}
     keys: set[tuple[str, str]] = set()
@@ -277,31 +302,56 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         configured.setdefault(ladder, m.ladder_policy)
         keys.update((ladder, pid) for pid in em.player_ids())
     ladders = sorted(configured)
-    order = sorted(keys)  # (ladder, player_id): Python compares code points, as COLLATE "C" (UTF-8 bytes)
-    # A rebuild of a ladder holds the exclusive form while it switches over; the policy in force
-    # and the history generation are read after the lock (a fresh snapshot).
-    cur.execute("SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))) FROM unnest(%b::text[]) AS l",
-                (LADDER_LOCK_CLASS, ladders))
-    in_force = {ladder: policy_in_force(cur, ladder, configured[ladder].policy, configured[ladder].content)
+    # A rebuild of a ladder holds the exclusive form while it switches over; the policy in force,
+    # the history generation and the replay order are read after the lock (a fresh snapshot).
+    received_at = cur.execute(
+        "SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))), now() FROM unnest(%b::text[]) AS l",
+        (LADDER_LOCK_CLASS, ladders)).fetchone()[1]
+    in_force = {ladder: ladder_in_force(cur, ladder, configured[ladder].policy, configured[ladder].content)
                 for ladder in ladders}
-    policies = {ladder: policy for ladder, (policy, _) in in_force.items()}
-    cur.execute(
+    policies = {ladder: policy for ladder, (policy, _, _) in in_force.items()}
+    chronological = {ladder for ladder, (_, _, order) in in_force.items() if order != "applied"}
+    match_keys: list[OrderKey | None] = [
+        order_key(m.finished_at, received_at, m.payload["match_id"]) if m.payload["ladder"] in chronological
+        else None for m in matches]
+    order = sorted(keys)  # (ladder, player_id): Python compares code points, as COLLATE "C" (UTF-8 bytes)
+    # Creates the missing rows and reads, without locks, the last order key of the batch's players:
+    # a late match's correction reads the players it will touch before locking them all in order.
+    last_keys = {(lad, pid): (at, mid) for lad, pid, at, mid in cur.execute(
         """
-        INSERT INTO players (ladder, player_id, rating, peak_rating)
-        SELECT l, p, r, r FROM unnest(%b::text[], %b::text[], %b::float8[]) AS u(l, p, r)
-         WHERE NOT EXISTS (SELECT 1 FROM players x WHERE x.ladder = u.l AND x.player_id = u.p)
-         ORDER BY l COLLATE "C", p COLLATE "C"
-        ON CONFLICT (ladder, player_id) DO NOTHING
+        WITH u AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[]) AS u(l, p, r)),
+             ins AS (INSERT INTO players (ladder, player_id, rating, peak_rating)
+                     SELECT l, p, r, r FROM u
+                      WHERE NOT EXISTS (SELECT 1 FROM players x WHERE x.ladder = u.l AND x.player_id = u.p)
+                      ORDER BY l COLLATE "C", p COLLATE "C"
+                     ON CONFLICT (ladder, player_id) DO NOTHING)
+        SELECT x.ladder, x.player_id, x.last_order_at, x.last_order_match
+          FROM players x JOIN u ON x.ladder = u.l AND x.player_id = u.p WHERE x.last_order_at IS NOT NULL
         """,
         ([k[0] for k in order], [k[1] for k in order], [float(policies[k[0]].initial_for(k[1])) for k in order]),
-    )
+    )}
+    plans = plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force,
+                             limits.correction_max_matches, payloads=False)
+    extra = sorted({(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - keys)
     # Rows another transaction holds are waited for a bounded time, then their matches deferred
     # (worker/store/locking.py): never the whole batch behind one player.
-    locks = lock_players(cur, order, limits.player_lock_wait_ms, limits.lock_timeout_ms)
+    locks = lock_players(cur, sorted(keys | set(extra)), limits.player_lock_wait_ms, limits.lock_timeout_ms)
     rows, lock_wait = locks.rows, locks.seconds
     if locks.blocked:
-        deferred = set(deferred_matches([[(m.payload["ladder"], pid) for pid in em.player_ids()]
-                                         for m, em in zip(matches, engine_matches)], locks.blocked))
+        # A match from a correction's start on needs every row the correction re-rates because of
+        # it (its players and the stored matches after the start that share one with them, as
+        # affected_players reckons for the whole batch), not the rows the batch's other matches
+        # bring in: it waits with the matches sharing them, the rest of the ladder goes on.
+        def rows_of(m: BatchMatch, em: Any, key: OrderKey | None) -> list[tuple[str, str]]:
+            ladder = m.payload["ladder"]
+            plan = plans.get(ladder)
+            touched = set(em.player_ids())
+            if plan is not None and key is not None and key >= plan.since:
+                touched = affected_players([(key, touched)], plan.later, plan.since)
+            return [(ladder, pid) for pid in touched]
+
+        deferred = set(deferred_matches([rows_of(m, em, k) for m, em, k in zip(matches, engine_matches, match_keys)],
+                                        locks.blocked))
         deferred_by: dict[tuple[str, str], int] = {}
         for n in sorted(deferred):
             m = matches[n]
@@ -315,58 +365,111 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         matches = [matches[n] for n in keep]
         engine_matches = [engine_matches[n] for n in keep]
         positions = [positions[n] for n in keep]
-        order = sorted({(m.payload["ladder"], pid)
-                        for m, em in zip(matches, engine_matches) for pid in em.player_ids()})
+        match_keys = [match_keys[n] for n in keep]
         record_lock_waits(cur, locks.waits, deferred_by)
         if not matches:
             return lock_wait
     else:
         record_lock_waits(cur, locks.waits, {})
-    # Typed player states per ladder (wins, draws and losses count this batch's only), and what the
-    # engine does not track: the last finished_at (out of order?) and the rebuild events (a
-    # player's event sequence is games played + rebuild events).
+    # Typed player states per ladder, and what the engine does not track: the last finished_at, the
+    # last order key, and the extra events (a player's event sequence is games played + extra events:
+    # rebuild and correction events).
+    # Under the locks: the corrections again, from what is committed now. Players a correction now
+    # needs beyond those locked (matches committed between the read and the locks) are locked too,
+    # out of the global order (a deadlock, if it happens, is a transient error retried), until the
+    # set stops growing: retrying the whole batch instead would race the other workers again.
+    locked = {(r[0], r[1]) for r in rows}
+    for _ in range(MAX_LOCK_ROUNDS):
+        last_keys = {(r[0], r[1]): (r[11], r[12]) for r in rows if r[11] is not None}
+        plans = plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force,
+                                 limits.correction_max_matches, {(r[0], r[1]): r[3] for r in rows})
+        grown = {(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - locked
+        if not grown:
+            break
+        # queue=False: this transaction holds its ladders' queue lock already (shared or exclusive);
+        # asking for it exclusively again while peers hold it shared could close a cycle with them
+        more = lock_players(cur, sorted(grown), limits.player_lock_wait_ms, limits.lock_timeout_ms, queue=False)
+        if more.blocked:
+            raise CorrectionGrew(f"a correction needs {len(more.blocked)} player row(s) another transaction holds")
+        rows = rows + more.rows
+        locked |= grown
+    else:
+        raise CorrectionGrew(f"the players a correction needs kept growing ({MAX_LOCK_ROUNDS} rounds)")
     standings: dict[str, dict[str, Standing]] = {ladder: {} for ladder in ladders}
     last_finished: dict[tuple[str, str], datetime | None] = {}
-    rebuild_events: dict[tuple[str, str], int] = {}
-    for lad, pid, rating, games, last, peak, season, rebuilds in rows:
-        standings[lad][pid] = Standing(rating, games, peak, season)
+    extra_events: dict[tuple[str, str], int] = {}
+    for lad, pid, rating, games, last, peak, season, rebuilds, wins, draws, losses, _at, _mid in rows:
+        standings[lad][pid] = Standing(rating, games, peak, season, wins, draws, losses)
         last_finished[(lad, pid)] = last
-        rebuild_events[(lad, pid)] = rebuilds
+        extra_events[(lad, pid)] = rebuilds
 
-    # 3. rate each ladder's matches in queue order with the engine's fold
+    # Late matches: one that finished before an applied match of one of its players (arrival
+    # order), or whose order key is below a player's last one (chronological). Past the bound they
+    # go at the end: their order key becomes the end of their players' histories.
+    late_flags: list[bool] = []
+    at_end_flags: list[bool] = []
+    end_at: dict[str, datetime] = {}
+    for n, (m, em, mkey) in enumerate(zip(matches, engine_matches, match_keys)):
+        ladder = m.payload["ladder"]
+        pids = em.player_ids()
+        if mkey is None:
+            late = any(last is not None and m.finished_at < last
+                       for last in (last_finished[(ladder, p)] for p in pids))
+        else:
+            late = any((ladder, p) in last_keys and mkey < last_keys[(ladder, p)] for p in pids)
+        plan = plans.get(ladder)
+        at_end = late and plan is not None and plan.at_end
+        if at_end:
+            after = max([received_at, end_at.get(ladder, received_at)]
+                        + [last_keys[(ladder, p)][0] + _TICK for p in pids if (ladder, p) in last_keys])
+            end_at[ladder] = after
+            match_keys[n] = (after, m.payload["match_id"])
+        late_flags.append(late)
+        at_end_flags.append(at_end)
+
+    # 3. rate each ladder's matches: in order key order (chronological) merged with the stored matches
+    # a late match affects, or in queue order (arrival order)
     by_ladder: dict[str, list[int]] = {ladder: [] for ladder in ladders}
     for n, m in enumerate(matches):
         by_ladder[m.payload["ladder"]].append(n)
-    rated: list[Any] = [None] * len(matches)  # (changes, games played after the match per change)
+    rated: list[Rated | None] = [None] * len(matches)
+    sweeps: dict[str, Sweep] = {}
     for ladder, numbers in by_ladder.items():
-        ladder_standings = standings[ladder]
-        for n, (_, changes) in zip(numbers, replay_changes((engine_matches[n] for n in numbers), policies[ladder],
-                                                           ladder_standings)):
-            rated[n] = (changes, [ladder_standings[c.player_id].games_played for c in changes])
+        if ladder in chronological:
+            numbers.sort(key=lambda n: match_keys[n])  # type: ignore[arg-type, return-value]
+        plan = plans.get(ladder)
+        done = sweep(policies[ladder], [(n, match_keys[n], engine_matches[n]) for n in numbers],
+                     plan.later if plan is not None and not plan.at_end else [], standings[ladder], to_engine_match)
+        sweeps[ladder] = done
+        for i, n in enumerate(numbers):
+            rated[n] = done.batch[i]
     ledger_rows: list[tuple] = []
-    out_of_order_flags: list[bool] = []
-    for m, em in zip(matches, engine_matches):
+    new_keys = dict(last_keys)
+    for m, em, mkey, late, at_end in zip(matches, engine_matches, match_keys, late_flags, at_end_flags):
         ladder = m.payload["ladder"]
         finished_at = m.finished_at
-        lasts = [last_finished[(ladder, pid)] for pid in em.player_ids()]
-        out_of_order = any(last is not None and finished_at < last for last in lasts)
+        if mkey is not None:
+            for pid in em.player_ids():
+                if (ladder, pid) not in new_keys or mkey > new_keys[(ladder, pid)]:
+                    new_keys[(ladder, pid)] = mkey
         for pid in em.player_ids():
             last = last_finished[(ladder, pid)]
             if last is None or finished_at > last:
                 last_finished[(ladder, pid)] = finished_at
-        out_of_order_flags.append(out_of_order)
         ledger_rows.append((m.payload["match_id"], ladder, m.payload_hash,
                             m.payload_json or json.dumps(m.payload, ensure_ascii=False, separators=(",", ":")),
-                            finished_at, out_of_order, m.task_id, policies[ladder].version or None))
+                            finished_at, mkey[0] if mkey is not None else min(finished_at, received_at),
+                            late, at_end, m.task_id, policies[ladder].version or None))
 
     # 4. the ledger first: its seq (apply order) is taken in queue order, after the locks
     inserted = cur.execute(
         """
-        INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, out_of_order, task_id,
-                            policy_version)
-        SELECT m, l, h, p::jsonb, f, o, t, v
-          FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::bool[],
-                      %b::text[], %b::text[]) WITH ORDINALITY AS u(m, l, h, p, f, o, t, v, n)
+        INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, order_at, out_of_order,
+                            placed_at_end, task_id, policy_version)
+        SELECT m, l, h, p::jsonb, f, a, o, e, t, v
+          FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::timestamptz[],
+                      %b::bool[], %b::bool[], %b::text[], %b::text[])
+               WITH ORDINALITY AS u(m, l, h, p, f, a, o, e, t, v, n)
          ORDER BY n
         ON CONFLICT (match_id) DO NOTHING RETURNING match_id, seq
         """,
@@ -378,51 +481,65 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     occurred_at = datetime.now(UTC)
     history: list[tuple] = []
     events: list[dict[str, Any]] = []
-    for m, (changes, games), out_of_order, position in zip(matches, rated, out_of_order_flags, positions):
+    announced: dict[tuple[str, str], tuple[float, int, int]] = {}  # rating, games, sequence last announced
+    for ladder in ladders:
+        for pid, st in standings[ladder].items():
+            key = (ladder, pid)
+            announced[key] = (st.rating, st.games_played, st.games_played + extra_events.get(key, 0))
+    order_in_ladder = sorted(range(len(matches)), key=lambda n: (matches[n].payload["ladder"],
+                                                                 match_keys[n] or (received_at, ""), n))
+    for n in order_in_ladder:
+        m, got, late, at_end = matches[n], rated[n], late_flags[n], at_end_flags[n]
+        assert got is not None
         match_id = m.payload["match_id"]
         ladder = m.payload["ladder"]
         seq = seqs[match_id]
         generation = in_force[ladder][1]
         version = policies[ladder].version or None
-        for change, sequence in zip(changes, games):
+        for change, sequence, peak, season in zip(got.changes, got.games, got.peaks_before, got.seasons_before):
             event_id = event_id_for(match_id, change.player_id)
             history.append((seq, match_id, ladder, change.player_id, sequence, float(change.rating_before),
                             float(change.rating_after), float(change.expected_score), float(change.actual_score),
-                            float(change.k_factor), change.result, event_id, occurred_at, generation, version))
+                            float(change.k_factor), change.result, event_id, occurred_at, generation, version,
+                            peak, season))
+            key = (ladder, change.player_id)
+            _, games, number = announced[key]
+            announced[key] = (change.rating_after, games + 1, number + 1)
             events.append({
                 "event_id": event_id, "match_id": match_id, "ladder": ladder, "change": change,
-                "sequence": sequence + rebuild_events[(ladder, change.player_id)], "games_played": sequence,
-                "out_of_order": out_of_order,
+                "sequence": number + 1, "games_played": games + 1, "out_of_order": late,
             })
-        results[position] = Handled(Outcome.APPLIED, None, match_id, ladder, out_of_order, seq, changes)
-    outbox = match_events_json(events, occurred_at)
-    # History and outbox rows go in by COPY: no conflict is possible once the ledger rows are in
-    # (their unique keys derive from the match ids), and COPY is the cheapest way in for many rows.
-    with cur.copy("COPY rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, "
-                  "rating_after, expected_score, actual_score, k_factor, result, event_id, occurred_at, "
-                  "generation, policy_version) FROM STDIN") as copy:
-        for row in history:
-            copy.write_row(row)
-    with cur.copy("COPY outbox (event_id, payload) FROM STDIN") as copy:
-        for event, payload in zip(events, outbox):
-            copy.write_row((event["event_id"], payload))
-    players = [(lad, pid, standings[lad][pid], last_finished[(lad, pid)]) for lad, pid in order]
-    cur.execute(
-        """
-        UPDATE players p SET rating = u.rating, games_played = u.games,
-               wins = p.wins + u.w, draws = p.draws + u.d, losses = p.losses + u.l,
-               peak_rating = greatest(p.peak_rating, u.peak),
-               last_finished_at = greatest(p.last_finished_at, u.last),
-               season = u.season, updated_at = now()
-          FROM unnest(%b::text[], %b::text[], %b::float8[], %b::int[], %b::int[], %b::int[], %b::int[],
-                      %b::float8[], %b::timestamptz[], %b::text[])
-               AS u(ladder, player_id, rating, games, w, d, l, peak, last, season)
-         WHERE p.ladder = u.ladder AND p.player_id = u.player_id
-        """,
-        ([p[0] for p in players], [p[1] for p in players], [float(p[2].rating) for p in players],
-         [p[2].games_played for p in players], [p[2].wins for p in players], [p[2].draws for p in players],
-         [p[2].losses for p in players], [float(p[2].peak_rating) for p in players], [p[3] for p in players],
-         [p[2].season for p in players]),
-    )
-    cur.execute("SELECT pg_notify(%b, '')", (OUTBOX_CHANNEL,))
+        results[positions[n]] = Handled(Outcome.APPLIED, None, match_id, ladder, late, seq, got.changes,
+                                        placed_at_end=at_end)
+    corrections: list[dict[str, Any]] = []
+    superseded: list[tuple[int, int]] = []
+    for ladder in ladders:
+        done = sweeps[ladder]
+        if not done.rerated:
+            continue
+        plan = plans[ladder]
+        record_correction(cur, ladder, plan.cause, "late", done, announced, in_force[ladder][1],
+                          policies[ladder].version or None, occurred_at, history, corrections, superseded)
+        for n in by_ladder[ladder]:
+            if results[positions[n]] is not None and matches[n].payload["match_id"] == plan.cause:
+                results[positions[n]] = dataclasses.replace(results[positions[n]],  # type: ignore[type-var]
+                                                           rerated=len(done.rerated))
+    outbox = match_events_json(events, occurred_at) + correction_events_json(corrections, occurred_at)
+    touched = sorted({(lad, pid) for lad in ladders for pid in sweeps[lad].standings})
+    players = [(lad, pid, sweeps[lad].standings[pid], last_finished.get((lad, pid)), new_keys.get((lad, pid)),
+                announced[(lad, pid)][2] - sweeps[lad].standings[pid].games_played) for lad, pid in touched]
+    write_rating_rows(cur, history, list(zip([e["event_id"] for e in events + corrections], outbox)), superseded,
+                      players)
     return lock_wait
+
+
+MAX_LOCK_ROUNDS = 10
+"""Rounds of extra player locks a correction may take under the locks before the batch runs again."""
+
+_TICK = timedelta(microseconds=1)
+"""PostgreSQL's timestamp resolution: a match placed at the end goes this much after its players' last."""
+
+
+class CorrectionGrew(LedgerRace):
+    """Under the locks, a correction found it must re-rate players it had not locked (matches
+    committed between its first read and its locks): the batch rolls back and runs again."""

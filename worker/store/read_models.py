@@ -9,15 +9,19 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from worker.store.ladders import ladder_record
+from worker.store.ladders import DEFAULT_ORDER, ladder_record
 
 LEDGER_ORDER = {
     "applied": "ORDER BY seq",
-    "finished-at": "ORDER BY seq > %(boundary)s, CASE WHEN seq <= %(boundary)s THEN finished_at END, seq",
+    "finished-at": 'ORDER BY order_at, match_id COLLATE "C"',
+    "finished-at-restored": 'ORDER BY least(finished_at, applied_at), match_id COLLATE "C"',
 }
-"""SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed);
-``finished-at`` sorts the rows up to a rebuild's snapshot (``seq <= boundary``) by
-``(finished_at, seq)`` and appends the later ones by ``seq``."""
+"""SQL of each replay order: ``applied`` is the ledger's ``seq`` (the order workers committed, a
+ladder's explicit choice); ``finished-at`` is chronological, the default: by ``order_at`` (the
+earlier of ``finished_at`` and when the service first applied the match), ties by ``match_id``
+(code point order). A late match placed at the end past the correction bound (``placed_at_end``)
+has its ``order_at`` at the end of its players' histories; ``finished-at-restored`` is the order a
+``ratings rebuild --order finished-at`` replays, with such matches back in their place."""
 
 @dataclass(frozen=True, slots=True)
 class Counts:
@@ -76,7 +80,29 @@ def history(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[
           FROM rating_changes rc JOIN ledger l ON l.seq = rc.ledger_seq
          WHERE rc.ladder = %(ladder)s AND rc.player_id = %(player)s
            AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)
+           AND rc.superseded_by IS NULL
          ORDER BY rc.sequence
+        """,
+        {"ladder": ladder, "player": player_id},
+    ).fetchall()
+
+
+def history_corrections(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[str, Any]]:
+    """The corrections that rewrote one player's history on a ladder (current generation), oldest
+    first: ``id``, ``kind`` (``late``: a late match placed in its position; ``annulment``), the
+    ``match_id`` that caused it, ``at``, the player's history ``rows`` it superseded, and for an
+    annulment the ``reason``, ``annulled_by`` and whether this player's own match was annulled
+    (``own_match``)."""
+    return conn.cursor(row_factory=dict_row).execute(
+        """
+        SELECT c.id, c.kind, c.match_id, c.at, count(*) AS rows, a.reason, a.annulled_by,
+               bool_or(rc.match_id = a.match_id) AS own_match
+          FROM rating_changes rc JOIN corrections c ON c.id = rc.superseded_by
+          LEFT JOIN annulments a ON a.correction_id = c.id AND a.match_id = rc.match_id
+         WHERE rc.ladder = %(ladder)s AND rc.player_id = %(player)s
+           AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)
+         GROUP BY c.id, c.kind, c.match_id, c.at, a.reason, a.annulled_by
+         ORDER BY c.id
         """,
         {"ladder": ladder, "player": player_id},
     ).fetchall()
@@ -86,12 +112,12 @@ def iter_ledger_rows(
     conn: psycopg.Connection, ladder: str, order: str, boundary: int | None = None,
     where: str = "", params: dict[str, Any] | None = None, batch_size: int = 5000,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Stream ``(seq, payload)`` of the ladder's ledger in ``order`` (a key of :data:`LEDGER_ORDER`)
-    through a server-side cursor; ``where`` adds a condition (SQL with named ``params``).
+    """Stream ``(seq, payload)`` of the ladder's ledger (annulled matches left out) in ``order`` (a
+    key of :data:`LEDGER_ORDER`) through a server-side cursor; ``where`` adds a condition (SQL with named ``params``).
 
     Raises ``KeyError`` for an unknown order.
     """
-    sql = f"SELECT seq, payload FROM ledger WHERE ladder = %(ladder)s {where} {LEDGER_ORDER[order]}"
+    sql = f"SELECT seq, payload FROM ledger WHERE ladder = %(ladder)s AND NOT annulled {where} {LEDGER_ORDER[order]}"
     with conn.transaction(), conn.cursor(name="ledger_replay") as cur:
         cur.itersize = batch_size
         cur.execute(sql, {"ladder": ladder, "boundary": boundary, **(params or {})})
@@ -101,12 +127,13 @@ def iter_ledger_rows(
 def iter_ledger(conn: psycopg.Connection, ladder: str, batch_size: int = 5000) -> Iterator[dict[str, Any]]:
     """Stream the ladder's ledger payloads in its replay order, through a server-side cursor.
 
-    The replay order is the apply order (``seq``) unless a rebuild recorded another one in
-    ``ladders`` (``--order finished-at``); ``verify`` and rebuilds replay in this order.
+    The replay order is the one recorded in ``ladders``: chronological (``finished-at``, the default,
+    also for a ladder with no record yet) or arrival order (``applied``, chosen by a rebuild);
+    ``verify`` and rebuilds replay in this order.
     """
     with conn.transaction():
         record = ladder_record(conn, ladder)
-        order, boundary = (record.apply_order, record.order_boundary) if record else ("applied", None)
+        order, boundary = (record.apply_order, record.order_boundary) if record else (DEFAULT_ORDER, None)
         for _, payload in iter_ledger_rows(conn, ladder, order, boundary, batch_size=batch_size):
             yield payload
 
@@ -140,3 +167,14 @@ def rating_sums(conn: psycopg.Connection) -> list[tuple[str, float, int]]:
     """``(ladder, sum of ratings, players)`` per ladder (the pool-drift gauge's input)."""
     return [(ladder, float(total), players) for ladder, total, players in
             conn.execute("SELECT ladder, sum(rating), count(*) FROM players GROUP BY ladder")]
+
+
+def placed_at_end_counts(conn: psycopg.Connection) -> dict[str, int]:
+    """Per ladder, matches placed at the end past the correction bound (``ledger.placed_at_end``)."""
+    return dict(conn.execute("SELECT ladder, count(*) FROM ledger WHERE placed_at_end GROUP BY ladder").fetchall())
+
+
+def correction_totals(conn: psycopg.Connection) -> tuple[int, int]:
+    """(corrections made, matches they re-rated) over all ladders."""
+    row = conn.execute("SELECT count(*), coalesce(sum(matches_rerated), 0) FROM corrections").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)

@@ -18,7 +18,8 @@ REBUILD_LOCK_CLASS = 7_402
 
 REBUILD_HISTORY_COPY = (
     "COPY rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, rating_after, "
-    "expected_score, actual_score, k_factor, result, event_id, occurred_at, generation, policy_version) FROM STDIN"
+    "expected_score, actual_score, k_factor, result, event_id, occurred_at, generation, policy_version, "
+    "peak_before, season_before) FROM STDIN"
 )
 """COPY statement for a rebuild's history rows (the column order of ``worker.ops.rebuild.history_row``)."""
 
@@ -75,7 +76,7 @@ def ledger_last_seq(conn: psycopg.Connection, ladder: str) -> int:
 
 def ledger_count(conn: psycopg.Connection, ladder: str, up_to_seq: int) -> int:
     """How many rows of the ladder's ledger have ``seq <= up_to_seq``."""
-    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s",
+    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s AND NOT annulled",
                         (ladder, up_to_seq)).fetchone()[0]
 
 
@@ -85,7 +86,7 @@ def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int,
     bound when ``None``), by ``seq``."""
     return conn.execute(
         """SELECT seq, payload FROM ledger
-            WHERE ladder = %s AND seq > %s AND (%s::bigint IS NULL OR seq <= %s) ORDER BY seq""",
+            WHERE ladder = %s AND seq > %s AND (%s::bigint IS NULL OR seq <= %s) AND NOT annulled ORDER BY seq""",
         (ladder, after_seq, up_to_seq, up_to_seq),
     ).fetchall()
 
@@ -142,12 +143,15 @@ def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime)
             UPDATE players p
                SET rating = n.rating, games_played = n.games_played, wins = n.wins, draws = n.draws,
                    losses = n.losses, peak_rating = n.peak_rating, season = n.season,
-                   rebuild_events = p.rebuild_events + (n.rating <> o.rating)::int, updated_at = now()
-              FROM rebuild_players n, players o
+                   rebuild_events = p.rebuild_events + (n.rating <> o.rating)::int, updated_at = now(),
+                   last_order_at = lo.order_at, last_order_match = n.last_match_id
+              FROM rebuild_players n JOIN ledger lo ON lo.match_id = n.last_match_id, players o
              WHERE p.ladder = %(ladder)s AND p.player_id = n.player_id
                AND o.ladder = p.ladder AND o.player_id = p.player_id
-               AND (o.rating, o.games_played, o.wins, o.draws, o.losses, o.peak_rating, o.season)
-                   IS DISTINCT FROM (n.rating, n.games_played, n.wins, n.draws, n.losses, n.peak_rating, n.season)
+               AND (o.rating, o.games_played, o.wins, o.draws, o.losses, o.peak_rating, o.season,
+                    o.last_order_match)
+                   IS DISTINCT FROM (n.rating, n.games_played, n.wins, n.draws, n.losses, n.peak_rating, n.season,
+                                     n.last_match_id)
             RETURNING p.player_id, o.rating AS rating_before, p.rating AS rating_after, p.games_played,
                       p.games_played + p.rebuild_events AS sequence
         )

@@ -47,6 +47,15 @@ def service_matches(count: int, seed: int, prefix: str, players: int, hot_share:
     return out
 
 
+def delivered_late(matches: list[dict[str, Any]], share: float, by: int, seed: int) -> list[dict[str, Any]]:
+    """``matches`` (in finish order) in the order they are delivered when ``share`` of them,
+    chosen at random, arrive ``by`` matches late: each such match is published ``by`` places after
+    its own (the others keep their order)."""
+    rng = random.Random(seed)
+    keyed = [(n + (by + 0.5 if rng.random() < share else 0), m) for n, m in enumerate(matches)]
+    return [m for _, m in sorted(keyed, key=lambda t: t[0])]
+
+
 def _events_of(matches: list[dict]) -> int:
     return sum(len(m["side_a"]["players"]) + len(m["side_b"]["players"]) for m in matches)
 

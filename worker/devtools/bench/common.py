@@ -39,6 +39,10 @@ class BenchConfig:
     hot_share: float = 0.2
     hot_players: int = 10
     hot_lock_seconds: float = 10.0
+    late_share: float = 0.1
+    """Share of the late-arrival run's matches delivered late (0: no such run)."""
+    late_by: int = 500
+    """How late: each late match is published this many matches after its place in finish order."""
     """Seconds one hot player's row is held locked in the middle of the locked hot-player run (0: no such run)."""
     soak_matches: int = 0
     ledger_size: int = 1_000_000

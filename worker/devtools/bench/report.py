@@ -101,6 +101,12 @@ def print_results(results: dict[str, Any]) -> None:
                       f"{_n(locked['per_s'])}/s ({locked['share_of_unlocked']:.0%}); "
                       f"{_n(locked.get('per_s_while_locked'))}/s while locked",
                       f"unlocked {_n(locked['unlocked_per_s'])}/s")
+        if late := service.get("late_arrivals"):
+            t.add_row(f"late arrivals ({late['late_share']:.0%} of matches delivered {late['late_by']} matches late)",
+                      f"{_n(late['per_s'])}/s ({late['share_of_in_order']:.0%}); {late['late_matches']} late, "
+                      f"{late['corrections']} corrections re-rated {late['matches_rerated']} matches, "
+                      f"largest {late['largest_correction']}",
+                      f"in order {_n(late['in_order_per_s'])}/s")
         if rss := service.get("rss"):
             t.add_row(f"worker RSS over {rss['matches_processed']:,} matches (all {rss['workers']} nodes)",
                       f"{rss['end_mib']} MiB ({rss['growth_from_warm_up_pct']:+} %)",

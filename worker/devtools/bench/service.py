@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from worker.devtools.bench.cluster import Cluster, _warm_up, autovacuum_on, service_matches
+from worker.devtools.bench.cluster import Cluster, _warm_up, autovacuum_on, delivered_late, service_matches
 from worker.devtools.bench.common import BenchConfig, progress
 from worker.devtools.bench.hot_lock import HOT_PLAYER, hot_lock_run
 from worker.settings import get_settings
+from worker.store import bench_data
+from worker.store.connection import connect
 
 
 def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_dir: Path) -> dict[str, Any]:
@@ -107,6 +109,20 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
                         config.hot_players), timeout, hot, config.hot_lock_seconds)
                     runs.append(locked)
                     processed += n
+                if config.late_share:
+                    progress.print(f"  late arrivals: {n} matches, {config.late_share:.0%} delivered "
+                                   f"{config.late_by} matches late")
+                    late = cluster.run_matches("late_arrivals_full_load", delivered_late(
+                        service_matches(n, config.seed + 800, f"bench-late-w{workers}", config.players),
+                        config.late_share, config.late_by, config.seed), timeout) | {"workers": workers}
+                    with connect(database_url, autocommit=True) as conn:
+                        late |= {"corrections": bench_data.correction_figures(conn)}
+                    runs.append(late)
+                    processed += n
+                    out["late_arrivals"] = {"late_share": config.late_share, "late_by": config.late_by,
+                                            "per_s": late["per_s"], "in_order_per_s": full["per_s"],
+                                            "share_of_in_order": round(late["per_s"] / full["per_s"], 3),
+                                            **late["corrections"]}
                 out["half_load"] = {"paced_per_s": half["paced_per_s"], "achieved_per_s": half["per_s"],
                                     "latency_publish_to_commit": half["latency_publish_to_commit"],
                                     "latency_publish_to_event": half["latency_publish_to_event"],

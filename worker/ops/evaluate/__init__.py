@@ -1,9 +1,10 @@
 """``ratings evaluate``: replay one ladder's history under several rating policies and score them.
 
-A *history* is a ladder's matches in apply order: the ledger in PostgreSQL, the international
-football CSV, or a JSON Lines file of MatchFinished messages. Each policy replays the whole history
-from its own initial ratings (:func:`engine.replay.replay_changes`), one match at a time and all
-policies in step, so the history is read once and never held in memory.
+A *history* is a ladder's matches in order: the ledger in PostgreSQL (in the ladder's replay
+order), the international football CSV, or a JSON Lines file of MatchFinished messages. Each
+policy replays the whole history from its own initial ratings
+(:func:`engine.replay.replay_changes`), one match at a time and all policies in step, so the
+history is read once and never held in memory.
 
 For each policy the report gives:
 

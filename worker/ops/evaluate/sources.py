@@ -27,8 +27,9 @@ def _parse_time(value: Any) -> datetime | None:
 
 
 def ledger_history(conn, ladder: str) -> Iterator[HistoryItem]:
-    """The ladder's ledger in apply order, streamed (:func:`worker.store.iter_ledger`) and mapped
-    with :func:`worker.mapping.to_engine_match`. Run it inside the caller's transaction (one snapshot).
+    """The ladder's ledger in its replay order (chronological unless the ladder chose arrival order),
+    streamed (:func:`worker.store.iter_ledger`) and mapped with :func:`worker.mapping.to_engine_match`.
+    Run it inside the caller's transaction (one snapshot).
     """
     from worker import store as repository
 

@@ -1,0 +1,243 @@
+"""Issue 18: the same matches give the same ratings, whatever the workers' timing.
+
+Real PostgreSQL, Redis and the session's two worker processes. The reference is the engine's
+plain fold over the messages sorted by ``(finished_at, match_id)`` (:mod:`tests.reference_replay`):
+it never reads the store's order or its corrections.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import psycopg
+import pytest
+
+from schemas import parse_match_finished
+from worker import store as repository
+from worker.bootstrap import load_ladder_policies
+from worker.devtools.generate import generate_sedma_matches
+from worker.ops.football import football_matches
+from worker.ops.rebuild import rebuild_ladder
+from worker.ops.verify import verify_ladder
+from worker.settings import get_settings
+
+from ..reference_replay import chronological_replay
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "worker", *args], env=dict(os.environ, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
+
+
+def demo_messages() -> list[dict]:
+    """A shorter demo: its first 600 football matches and 300 Sedma matches among 30 players."""
+    football = [json.loads(m.canonical_json()) for m in football_matches(limit=600)]
+    sedma = [json.loads(m.canonical_json()) for m in generate_sedma_matches(300, players=30, seed=2026)]
+    return football + sedma
+
+
+def stored(env) -> dict[tuple[str, str], tuple[float, int]]:
+    with env.connect() as conn:
+        return {(lad, pid): (r, g) for lad, pid, r, g in
+                conn.execute("SELECT ladder, player_id, rating, games_played FROM players")}
+
+
+def run_once(env, publisher, messages: list[dict]) -> tuple[dict, int]:
+    """Publish ``messages`` in the order given to the two workers; the stored ratings and the
+    number of matches that arrived late."""
+    with env.connect() as conn:
+        conn.execute("TRUNCATE ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters, "
+                     "ladders, policies, rebuilds, player_lock_waits, corrections RESTART IDENTITY CASCADE")
+    for m in messages:
+        publisher(m)
+    counts = env.wait_drained(len(messages), timeout=240)
+    assert (counts.applied, counts.dead_letters) == (len(messages), 0)
+    with env.connect() as conn:
+        late = conn.execute("SELECT count(*) FROM ledger WHERE out_of_order").fetchone()[0]
+        assert conn.execute("SELECT count(*) FROM ledger WHERE placed_at_end").fetchone()[0] == 0
+        # a consumer that keeps the last event per player holds the stored rating, with no gap
+        events = defaultdict(list)
+        for (payload,) in conn.execute("SELECT payload FROM outbox"):
+            events[(payload["ladder"], payload["player_id"])].append(payload)
+        for key, evs in events.items():
+            evs.sort(key=lambda e: e["sequence"])
+            assert [e["sequence"] for e in evs] == list(range(1, len(evs) + 1)), key
+        last = {key: evs[-1]["rating_after"] for key, evs in events.items()}
+        ladders = load_ladder_policies(get_settings())
+        for ladder in ("elo", "sedma"):
+            assert verify_ladder(conn, ladder, ladders[ladder].policy).ok
+    ratings = stored(env)
+    assert last == {key: r for key, (r, _) in ratings.items()}
+    return ratings, late
+
+
+def test_two_runs_in_different_arrival_orders_equal_the_chronological_replay(clean, publisher):
+    """The shorter demo in date order, then shuffled, through two workers: identical ratings,
+    equal to a single-process chronological replay; the shuffled run had late matches."""
+    messages = demo_messages()
+    first, _ = run_once(clean, publisher, messages)
+    shuffled = list(messages)
+    random.Random(18).shuffle(shuffled)
+    second, late = run_once(clean, publisher, shuffled)
+    assert late > 100  # corrections really happened
+    assert first == second == chronological_replay(messages)
+
+
+def test_a_late_match_past_the_bound_goes_at_the_end_and_a_rebuild_puts_it_back(clean):
+    """RATINGS_CORRECTION_MAX_MATCHES = 1: a match arriving after two later matches of its player
+    is applied at the end and flagged ``placed_at_end`` (no correction; verify stays exact, its order
+    key being the end); ``rebuild --order finished-at`` puts it in its place: the ratings then equal
+    the chronological replay by finish time, computed here by hand with Elo K = 30."""
+    ladders = load_ladder_policies(get_settings())
+
+    def message(mid: str, a: str, b: str, hour: int) -> dict:
+        return {"schema_version": 1, "match_id": mid, "ladder": "elo", "finished_at": f"2026-05-01T{hour:02}:00:00Z",
+                "side_a": {"players": [{"player_id": a}]}, "side_b": {"players": [{"player_id": b}]},
+                "outcome": "side_a_won"}
+
+    def entry(m: dict) -> repository.BatchMatch:
+        parsed = parse_match_finished(m)
+        canonical = parsed.canonical_json()
+        return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
+                                     parsed.finished_at, ladders["elo"], None)
+
+    limits = repository.TransactionTimeouts(5000, 30000, correction_max_matches=1)
+    with psycopg.connect(clean.database_url, autocommit=True) as conn:
+        repository.apply_batch(conn, [entry(message("b2", "ann", "ben", 12)), entry(message("b3", "ann", "cid", 13))],
+                               timeouts=limits)
+        results, _ = repository.apply_batch(conn, [entry(message("b1", "ben", "cid", 11))], timeouts=limits)
+        assert results[0].placed_at_end and results[0].out_of_order
+        assert conn.execute("SELECT match_id FROM ledger WHERE placed_at_end").fetchall() == [("b1",)]
+        assert conn.execute("SELECT count(*) FROM corrections").fetchone()[0] == 0
+        assert verify_ladder(conn, "elo", ladders["elo"].policy).ok
+        report = rebuild_ladder(clean.database_url, "elo", ladders["elo"].policy, ladders["elo"].content,
+                                order="finished-at")
+        assert report.apply_order == "finished-at"
+        assert conn.execute("SELECT count(*) FROM ledger WHERE placed_at_end").fetchone()[0] == 0
+        assert verify_ladder(conn, "elo", ladders["elo"].policy).ok
+        stored_now = {pid: r for pid, r in conn.execute("SELECT player_id, rating FROM players WHERE ladder = 'elo'")}
+
+    def elo(ra: float, rb: float) -> tuple[float, float]:  # the winner's and loser's new ratings, K = 30
+        e = 1 / (1 + 10 ** ((rb - ra) / 400))
+        return ra + 30 * (1 - e), rb - 30 * (1 - e)
+
+    # by finish time: b1 (ben beats cid), b2 (ann beats ben), b3 (ann beats cid)
+    ben, cid = elo(1200, 1200)
+    ann, ben = elo(1200, ben)
+    ann, cid = elo(ann, cid)
+    assert stored_now == pytest.approx({"ann": ann, "ben": ben, "cid": cid}, abs=1e-9)
+
+
+def test_annulling_a_match_in_the_middle_of_a_ladder_equals_the_replay_without_it(clean, publisher):
+    """The shorter demo through two workers, then `ratings annul` of a Sedma match in the middle:
+    the ratings equal a chronological replay of the messages without it, every changed player got a
+    `correction` event (last event = stored rating, no gap), verify passes, the annulment is on
+    record; annulling it again does nothing; publishing it again is a duplicate."""
+    messages = demo_messages()
+    run_once(clean, publisher, messages)
+    sedma = sorted((m for m in messages if m["ladder"] == "sedma"), key=lambda m: (m["finished_at"], m["match_id"]))
+    victim = sedma[len(sedma) // 2]
+    first = run_cli("annul", victim["match_id"], "--reason", "cheating", "--by", "referee")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "sedma: annulled" in first.stdout
+    rest = [m for m in messages if m["match_id"] != victim["match_id"]]
+    assert stored(clean) == chronological_replay(rest)
+    with clean.connect() as conn:
+        events = defaultdict(list)
+        for (payload,) in conn.execute("SELECT payload FROM outbox"):
+            events[(payload["ladder"], payload["player_id"])].append(payload)
+        corrections = conn.execute("SELECT count(*) FROM outbox WHERE payload->>'reason' = 'correction'").fetchone()[0]
+        record = conn.execute("SELECT reason, annulled_by FROM annulments WHERE match_id = %s",
+                              (victim["match_id"],)).fetchone()
+        ladders = load_ladder_policies(get_settings())
+        assert verify_ladder(conn, "sedma", ladders["sedma"].policy).ok
+    assert corrections > 0 and record == ("cheating", "referee")
+    for key, evs in events.items():
+        evs.sort(key=lambda e: e["sequence"])
+        assert [e["sequence"] for e in evs] == list(range(1, len(evs) + 1)), key
+        assert evs[-1]["rating_after"] == stored(clean)[key][0], key
+    again = run_cli("annul", victim["match_id"], "--reason", "cheating")
+    assert again.returncode == 0 and "already annulled" in again.stdout
+    assert stored(clean) == chronological_replay(rest)
+    publisher(victim)
+    counts = clean.wait_drained(len(messages) + 1)
+    assert counts.duplicates == 1 and counts.applied == len(messages)
+    history = run_cli("history", victim["side_a"]["players"][0]["player_id"], "--ladder", "sedma")
+    assert "annulment of " + victim["match_id"] in history.stdout
+
+
+def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_matches(clean, publisher):
+    """A game backend's `ratings.annul_matches` message (worker.producer.publish_annulment) naming a
+    football match and a Sedma match in the middle of their ladders, through the session's workers:
+    the ratings equal a chronological replay of the messages without them, every changed player's
+    last event (a `correction`) holds its stored rating with no sequence gap, the annulment is on
+    record with its reason and who. The same message again changes nothing; an invalid one and one
+    naming an unknown match end as dead letters with their reason codes, the message kept."""
+    from worker.producer import ANNUL_TASK_NAME, producer_app, publish_annulment, publish_body
+
+    messages = [json.loads(m.canonical_json()) for m in football_matches(limit=300)]
+    messages += [json.loads(m.canonical_json()) for m in generate_sedma_matches(200, players=20, seed=18)]
+    run_once(clean, publisher, messages)
+    victims = []
+    for ladder in ("elo", "sedma"):
+        mine = sorted((m for m in messages if m["ladder"] == ladder), key=lambda m: (m["finished_at"], m["match_id"]))
+        victims.append(mine[len(mine) // 2]["match_id"])
+    app = producer_app(clean.broker_url)
+    publish_annulment(app, victims, reason="match fixing", annulled_by="anti-cheat", queue=clean.queue)
+
+    def annulled() -> int:
+        with clean.connect() as conn:
+            return conn.execute("SELECT count(*) FROM annulments").fetchone()[0]
+
+    deadline = time.monotonic() + 60
+    while annulled() < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    clean.wait_drained(len(messages))
+    rest = [m for m in messages if m["match_id"] not in victims]
+    assert stored(clean) == chronological_replay(rest)
+    with clean.connect() as conn:
+        records = conn.execute("SELECT match_id, reason, annulled_by FROM annulments ORDER BY match_id").fetchall()
+        corrections = conn.execute("SELECT count(*) FROM outbox WHERE payload->>'reason' = 'correction'").fetchone()[0]
+        events = defaultdict(list)
+        for (payload,) in conn.execute("SELECT payload FROM outbox"):
+            events[(payload["ladder"], payload["player_id"])].append(payload)
+        ladders = load_ladder_policies(get_settings())
+        assert all(verify_ladder(conn, ladder, ladders[ladder].policy).ok for ladder in ("elo", "sedma"))
+    assert records == sorted((v, "match fixing", "anti-cheat") for v in victims) and corrections > 0
+    now = stored(clean)
+    for key, evs in events.items():
+        evs.sort(key=lambda e: e["sequence"])
+        assert [e["sequence"] for e in evs] == list(range(1, len(evs) + 1)), key
+        assert evs[-1]["rating_after"] == now[key][0], key
+
+    with clean.connect() as conn:
+        corrections_before = conn.execute("SELECT count(*) FROM corrections").fetchone()[0]
+    publish_annulment(app, victims, reason="match fixing", annulled_by="anti-cheat", queue=clean.queue)
+    publish_body(app, b'{"schema_version":1,"match_ids":[],"reason":"x","annulled_by":"y"}', clean.queue,
+                 task=ANNUL_TASK_NAME)
+    publish_annulment(app, ["no-such-match"], reason="typo", annulled_by="anti-cheat", queue=clean.queue)
+
+    def settled() -> bool:
+        mine = [u for u in (json.loads(v) for v in clean.redis.hvals("unacked")) if u[2] == clean.queue]
+        with clean.connect() as conn:
+            dead = conn.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+        return dead == 2 and clean.redis.llen(clean.queue) == 0 and not mine
+
+    deadline = time.monotonic() + 60
+    while not settled() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with clean.connect() as conn:
+        dead = conn.execute("SELECT reason_code, raw_body, headers->>'task' FROM dead_letters ORDER BY reason_code").fetchall()
+        corrections_after = conn.execute("SELECT count(*) FROM corrections").fetchone()[0]
+    assert [(code, task) for code, _, task in dead] == [("schema_violation", ANNUL_TASK_NAME),
+                                                         ("unknown_match", ANNUL_TASK_NAME)]
+    assert json.loads(dead[1][1])["match_ids"] == ["no-such-match"]
+    assert annulled() == 2 and corrections_after == corrections_before  # the same annulment again: a no-op
+    assert stored(clean) == chronological_replay(rest)
