@@ -53,8 +53,10 @@ class RatingChanged(BaseModel):
     the same transaction. It sets the player's rating to ``rating_after`` (the stored rating);
     ``rating_before`` is the rating the player's previous event announced; ``match_id``,
     ``expected_score``, ``actual_score`` and ``k_factor`` are those of the player's last re-rated
-    match; ``games_played`` is the player's matches now; ``out_of_order`` is false. A consumer that
-    keeps only the last event per player holds the stored rating.
+    match; ``games_played`` is the player's matches now (0 when every one was annulled: then
+    ``rating_after`` is the initial rating, ``match_id`` the earliest annulled match, both scores
+    0.5 and the K-factor 0); ``out_of_order`` is false. A consumer that keeps only the last
+    event per player holds the stored rating.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -97,7 +99,8 @@ class RatingChanged(BaseModel):
         ),
     )
     games_played: int = Field(
-        ge=1, description="Matches this player has had applied on this ladder, including this one."
+        ge=0, description="Matches this player has had applied on this ladder, including this one; "
+        "0 only in a correction event after every match of the player on the ladder was annulled."
     )
     out_of_order: bool = Field(
         default=False,

@@ -135,6 +135,36 @@ def test_a_late_match_past_the_bound_goes_at_the_end_and_a_rebuild_puts_it_back(
     assert stored_now == pytest.approx({"ann": ann, "ben": ben, "cid": cid}, abs=1e-9)
 
 
+def test_annulling_the_only_match_of_its_players_resets_them_with_a_correction_event_of_zero_games(clean):
+    """Regression: annulling a match that was a player's only match on the ladder (a new account's
+    first game) failed: its correction event said games_played 0, which the RatingChanged contract
+    refused (minimum 1), so `ratings annul` stopped with a validation error and an annulment message
+    was dropped. Now both players are back at the initial rating (1200, the elo policy's), with 0
+    games, each told by a `correction` event (sequence 2, games_played 0) the contract accepts."""
+    from schemas import RatingChanged
+
+    ladders = load_ladder_policies(get_settings())
+    parsed = parse_match_finished({"schema_version": 1, "match_id": "solo", "ladder": "elo",
+                                   "finished_at": "2026-05-01T10:00:00Z",
+                                   "side_a": {"players": [{"player_id": "new1"}]},
+                                   "side_b": {"players": [{"player_id": "new2"}]}, "outcome": "side_a_won"})
+    canonical = parsed.canonical_json()
+    with psycopg.connect(clean.database_url, autocommit=True) as conn:
+        repository.apply_batch(conn, [repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
+                                                            parsed.finished_at, ladders["elo"], None)])
+        result = repository.annul_matches(conn, ["solo"], "smurf account", "anti-cheat", ladders)
+        players = {pid: (r, g) for pid, r, g in conn.execute("SELECT player_id, rating, games_played FROM players")}
+        events = [p for (p,) in conn.execute("SELECT payload FROM outbox WHERE payload->>'reason' = 'correction' "
+                                             "ORDER BY payload->>'player_id'")]
+        assert verify_ladder(conn, "elo", ladders["elo"].policy).ok
+    assert result.annulled == ["solo"]
+    assert players == {"new1": (1200.0, 0), "new2": (1200.0, 0)}
+    assert [(e["player_id"], e["sequence"], e["games_played"], e["rating_after"]) for e in events] == \
+        [("new1", 2, 0, 1200.0), ("new2", 2, 0, 1200.0)]
+    for e in events:
+        RatingChanged.model_validate(e)
+
+
 def test_annulling_a_match_in_the_middle_of_a_ladder_equals_the_replay_without_it(clean, publisher):
     """The shorter demo through two workers, then `ratings annul` of a Sedma match in the middle:
     the ratings equal a chronological replay of the messages without it, every changed player got a

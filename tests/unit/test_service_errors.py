@@ -81,3 +81,49 @@ def test_an_unratable_match_becomes_a_dead_letter_with_the_engines_reason_code(r
     handled = [None]
     rating_service.rate([("t-3", [MESSAGE], {})], handled)
     assert (handled[0].outcome, handled[0].reason_code) == (Outcome.DEAD_LETTER, "uneven_sides")
+
+
+ANNULMENT = {"schema_version": 1, "match_ids": ["m-1"], "reason": "cheating", "annulled_by": "anti-cheat"}
+
+
+def annul_raising(exc):
+    """A stand-in for ``annul_matches`` that raises ``exc``."""
+    def annul_matches(conn, match_ids, reason, annulled_by, ladders, timeouts=None):
+        raise exc
+
+    return annul_matches
+
+
+def recording_dead_letters(dead):
+    """A stand-in for ``insert_dead_letter`` that records the reason code and the raw body kept."""
+    def insert_dead_letter(conn, code, detail, raw, match_id, task_id, content_type, headers):
+        dead.append((code, raw, headers))
+
+    return insert_dead_letter
+
+
+def test_an_annulment_that_fails_for_a_permanent_reason_is_kept_as_an_internal_error_dead_letter(
+        rating_service, monkeypatch):
+    """Regression: an annulment whose transaction raised a bug-like exception (a pydantic
+    ValidationError of the RatingChanged contract) left the task with an unexpected error and the
+    message acknowledged: not annulled, not a dead letter. Now it is kept as ``internal_error``
+    with its raw body and its task name (for a requeue)."""
+    monkeypatch.setattr(repository, "annul_matches", annul_raising(RuntimeError("boom")))
+    monkeypatch.setattr(repository, "insert_dead_letter", recording_dead_letters(rating_service.dead))
+    outcome = rating_service.annul("t-4", ['{"schema_version":1,"match_ids":["m-1"],"reason":"x","annulled_by":"y"}'], {})
+    assert outcome == ("dead_letter", "internal_error")
+    assert rating_service.dead == [("internal_error",
+                                    '{"schema_version":1,"match_ids":["m-1"],"reason":"x","annulled_by":"y"}',
+                                    {"task": "ratings.annul_matches"})]
+
+
+@pytest.mark.parametrize("exc", [psycopg.OperationalError("lost"), SoftTimeLimitExceeded(), SystemExit(1)])
+def test_an_annulment_interrupted_or_hit_by_transient_errors_propagates_so_the_message_is_kept(
+        rating_service, monkeypatch, exc):
+    """Transient database errors, the soft time limit and a shutdown still reach the task (which
+    requeues the message); they never become a dead letter."""
+    monkeypatch.setattr(repository, "annul_matches", annul_raising(exc))
+    monkeypatch.setattr(repository, "insert_dead_letter", recording_dead_letters(rating_service.dead))
+    with pytest.raises(type(exc)):
+        rating_service.annul("t-5", [ANNULMENT], {})
+    assert rating_service.dead == []

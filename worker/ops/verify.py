@@ -16,7 +16,8 @@ class VerifyResult:
     """Outcome of a replay: matches replayed, players compared, and every difference found.
 
     ``differences`` holds ``(player_id, stored (rating, games) or None, replayed (rating, games) or
-    None)``; the ladder verifies when it is empty.
+    None)``; the ladder verifies when it is empty. A stored player the replay never meets (every
+    match of theirs annulled) is expected at the initial rating with 0 games.
     """
 
     ladder: str
@@ -67,7 +68,10 @@ def verify_ladder(conn: Connection, ladder: str, policy: RatingPolicy) -> Verify
         replayed = replay(matches(), in_force)
     differences = []
     for pid in sorted(set(replayed) | set(stored)):
-        want = (replayed[pid].rating, replayed[pid].games_played) if pid in replayed else None
+        if pid in replayed:
+            want: tuple[float, int] | None = (replayed[pid].rating, replayed[pid].games_played)
+        else:  # a stored player the replay never meets: every match of theirs was annulled
+            want = (in_force.initial_for(pid), 0) if pid in stored else None
         have = stored.get(pid)
         if want != have:
             differences.append((pid, have, want))

@@ -188,7 +188,8 @@ class RatingService:
         requeue sends it to this task again): ``bad_task_arguments``, the parser's reason codes
         (:func:`schemas.parse_annul_matches`), ``annulment_refused`` (a ladder in arrival order or
         not configured here), ``unknown_match`` (ids not applied yet: the others are annulled;
-        requeue the dead letter once the matches are applied).
+        requeue the dead letter once the matches are applied), ``internal_error`` (the annulment
+        failed for a permanent reason, a bug: nothing written, the message kept).
 
         Raises :class:`worker.store.AnnulmentBusy` (a rebuild of the ladder runs: requeue later),
         ``psycopg.OperationalError`` when transient errors outlast the retries, and
@@ -214,6 +215,13 @@ class RatingService:
             return self._annulment_dead_letter(task_id, "annulment_refused", str(exc), raw_body(raw))
         except ENVIRONMENT_DATABASE_ERRORS as exc:
             raise EnvironmentNotReady(environment_reason(exc), str(exc).strip()) from exc
+        except (*TRANSIENT_ERRORS, *self.interrupts):  # type: ignore[misc]  # exception types
+            raise
+        except Exception as exc:  # a permanent error (a bug): kept as a dead letter, never dropped
+            log.exception("annulment failed for a permanent reason; kept as an internal_error dead letter")
+            return self._annulment_dead_letter(task_id, "internal_error",
+                                               f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}",
+                                               raw_body(raw))
         log.info("annulment by %s: %d annulled, %d already annulled, %d unknown (matches re-rated: %s)",
                  request.annulled_by, len(result.annulled), len(result.already), len(result.unknown), result.rerated)
         if result.unknown:
