@@ -165,6 +165,41 @@ def test_annulling_the_only_match_of_its_players_resets_them_with_a_correction_e
         RatingChanged.model_validate(e)
 
 
+def test_history_lists_an_annulment_once_per_player_with_its_reason_whether_or_not_they_played_it(clean):
+    """Regression: `ratings history` printed an annulment twice for a player who played an annulled
+    match and a re-rated one (once with the reason, once without), and without its reason for a
+    player who only played re-rated ones. Now one line per correction for every player touched:
+    the annulled match ids, the reason and who, and whether the player's own match was annulled."""
+    ladders = load_ladder_policies(get_settings())
+
+    def entry(mid: str, a: str, b: str, hour: int) -> repository.BatchMatch:
+        parsed = parse_match_finished({"schema_version": 1, "match_id": mid, "ladder": "elo",
+                                       "finished_at": f"2026-05-01T{hour:02}:00:00Z",
+                                       "side_a": {"players": [{"player_id": a}]},
+                                       "side_b": {"players": [{"player_id": b}]}, "outcome": "side_a_won"})
+        canonical = parsed.canonical_json()
+        return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
+                                     parsed.finished_at, ladders["elo"], None)
+
+    with psycopg.connect(clean.database_url, autocommit=True) as conn:
+        # h1 ann-ben, h2 ann-cid, h3 cid-dan, h4 ann-dan, h5 eve-ann; annul h1 and h3: ann played h1
+        # (annulled) and h2, h4, h5 (re-rated); ben only h1; eve only h5, re-rated
+        repository.apply_batch(conn, [entry("h1", "ann", "ben", 10), entry("h2", "ann", "cid", 11),
+                                      entry("h3", "cid", "dan", 12), entry("h4", "ann", "dan", 13),
+                                      entry("h5", "eve", "ann", 14)])
+        repository.annul_matches(conn, ["h3", "h1"], "server bug", "ops", ladders)
+        seen = {p: repository.history_corrections(conn, "elo", p) for p in ("ann", "ben", "cid", "dan", "eve")}
+    for player, rows in seen.items():
+        assert len(rows) == 1, (player, rows)
+        row = rows[0]
+        assert (row["kind"], row["annulled"], row["reason"], row["annulled_by"]) == \
+            ("annulment", ["h1", "h3"], "server bug", "ops"), player
+    assert {p: rows[0]["own_match"] for p, rows in seen.items()} == {"ann": True, "ben": True, "cid": True,
+                                                                     "dan": True, "eve": False}
+    # rows superseded: ann h1, h2, h4, h5; ben h1; cid h2, h3; dan h3, h4; eve h5
+    assert {p: rows[0]["rows"] for p, rows in seen.items()} == {"ann": 4, "ben": 1, "cid": 2, "dan": 2, "eve": 1}
+
+
 def test_annulling_a_match_in_the_middle_of_a_ladder_equals_the_replay_without_it(clean, publisher):
     """The shorter demo through two workers, then `ratings annul` of a Sedma match in the middle:
     the ratings equal a chronological replay of the messages without it, every changed player got a

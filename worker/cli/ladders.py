@@ -78,7 +78,8 @@ def history(
         rewrites = repository.history_corrections(conn, ladder, player)
     for c in rewrites:
         what = (f"late match {c['match_id']} placed in its position" if c["kind"] == "late"
-                else f"annulment of {c['match_id']}" + (f" ({c['reason']}, by {c['annulled_by']})" if c["reason"] else ""))
+                else f"annulment of {', '.join(c['annulled'] or [c['match_id']])}"
+                + (f" ({c['reason']}, by {c['annulled_by']})" if c["reason"] else ""))
         console.print(f"correction #{c['id']} at {c['at']:%Y-%m-%d %H:%M:%S}: {what}; "
                       f"{c['rows']} earlier row(s) of {player} superseded")
 

@@ -90,18 +90,23 @@ def history(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[
 def history_corrections(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[str, Any]]:
     """The corrections that rewrote one player's history on a ladder (current generation), oldest
     first: ``id``, ``kind`` (``late``: a late match placed in its position; ``annulment``), the
-    ``match_id`` that caused it, ``at``, the player's history ``rows`` it superseded, and for an
-    annulment the ``reason``, ``annulled_by`` and whether this player's own match was annulled
-    (``own_match``)."""
+    ``match_id`` that caused it (for an annulment: the earliest annulled match), ``at``, the
+    player's history ``rows`` it superseded, and for an annulment the ``annulled`` match ids (sorted),
+    ``reason``, ``annulled_by`` and whether this player's own match was annulled (``own_match``);
+    those are ``None``, ``None``, ``None`` and ``False`` for a late match. One row per correction,
+    whether or not the player played an annulled match."""
     return conn.cursor(row_factory=dict_row).execute(
         """
-        SELECT c.id, c.kind, c.match_id, c.at, count(*) AS rows, a.reason, a.annulled_by,
-               bool_or(rc.match_id = a.match_id) AS own_match
+        SELECT c.id, c.kind, c.match_id, c.at, count(*) AS rows, a.annulled, a.reason, a.annulled_by,
+               coalesce(bool_or(rc.match_id = ANY(a.annulled)), false) AS own_match
           FROM rating_changes rc JOIN corrections c ON c.id = rc.superseded_by
-          LEFT JOIN annulments a ON a.correction_id = c.id AND a.match_id = rc.match_id
+          LEFT JOIN LATERAL (  -- one annulment call: one reason, one annulled_by
+                SELECT array_agg(match_id ORDER BY match_id) AS annulled, min(reason) AS reason,
+                       min(annulled_by) AS annulled_by
+                  FROM annulments WHERE correction_id = c.id) a ON true
          WHERE rc.ladder = %(ladder)s AND rc.player_id = %(player)s
            AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)
-         GROUP BY c.id, c.kind, c.match_id, c.at, a.reason, a.annulled_by
+         GROUP BY c.id, c.kind, c.match_id, c.at, a.annulled, a.reason, a.annulled_by
          ORDER BY c.id
         """,
         {"ladder": ladder, "player": player_id},
