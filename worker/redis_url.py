@@ -58,7 +58,8 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     for part in filter(None, (p.strip() for p in url.split(";"))):
         split = urlsplit(part)
         if split.scheme != SENTINEL_SCHEME or not split.hostname:
-            raise InvalidSentinelUrl(f"{split.scheme or part[:12]!r}: every part of a Sentinel URL is "
+            shown = split.scheme or part.rpartition("@")[2][:40]  # never the part's user or password
+            raise InvalidSentinelUrl(f"{shown!r}: every part of a Sentinel URL is "
                                      "sentinel://host:port (invalid_sentinel_url)")
         try:
             port = split.port or 26379

@@ -20,7 +20,9 @@ DEFAULT_LADDERS_FILE = Path(__file__).with_name("ladders.toml")
 class Settings(BaseSettings):
     """Worker, relay and CLI settings (environment prefix ``RATINGS_``). Durations in seconds."""
 
-    model_config = SettingsConfigDict(env_prefix="RATINGS_", env_file=".env", extra="ignore")
+    # hide_input_in_errors: a URL refused here may hold a password; pydantic's error text would quote it
+    model_config = SettingsConfigDict(env_prefix="RATINGS_", env_file=".env", extra="ignore",
+                                      hide_input_in_errors=True)
 
     database_url: str | None = Field(
         default=None,

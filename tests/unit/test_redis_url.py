@@ -67,3 +67,19 @@ def test_a_sentinel_url_with_a_bad_port_or_database_is_refused_with_its_reason(u
     with pytest.raises(InvalidSentinelUrl, match="invalid_sentinel_url") as caught:
         parse_sentinel_url(url)
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("url", [
+    "sentinel://h1:26379?master_name=m;:s3cret@h2",
+    "sentinel://h1:26379?master_name=m;redis://:s3cret@h2:6379",
+    "sentinel://h1:26379?master_name=m;user:s3cret@h2:26379",
+])
+def test_a_malformed_sentinel_url_is_refused_without_showing_its_password(url):
+    """Regression: a part without the sentinel:// scheme was quoted by its first 12 characters,
+    password included (``':s3cret@h2'``); the error names the part's host only."""
+    with pytest.raises(InvalidSentinelUrl, match="invalid_sentinel_url") as caught:
+        parse_sentinel_url(url)
+    assert "s3cret" not in str(caught.value)
+    with pytest.raises(ValueError) as caught_settings:
+        Settings(broker_url=url)
+    assert "s3cret" not in str(caught_settings.value)

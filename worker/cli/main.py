@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 # Not on a terminal (a pipe, a log, CI): rich would wrap tables and help at 80 columns.
 if not sys.stdout.isatty():
@@ -61,6 +63,15 @@ app.command()(dev.demo)
 app.command()(dev.bench)
 
 
+def _settings_reason(error: Mapping[str, Any]) -> str:
+    """One settings error as the CLI prints it: the message, led by the variable it is about
+    (``RATINGS_BROKER_URL: ...``) unless the message names it already."""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    loc = error.get("loc") or ()
+    variable = f"RATINGS_{str(loc[0]).upper()}" if loc else ""
+    return message if not variable or message.startswith(variable) else f"{variable}: {message}"
+
+
 def main() -> None:
     """Console-script entry point: the CLI, with expected failures as one-line messages (exit 2)."""
     import kombu.exceptions
@@ -82,7 +93,10 @@ def main() -> None:
     except pydantic.ValidationError as exc:
         from rich.markup import escape
 
-        reasons = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        if exc.title != "Settings":  # not the environment's fault: a contract this code broke (a bug)
+            err.print(f"[red]internal error[/red]: {escape(str(exc))}")
+            raise SystemExit(1) from None
+        reasons = "; ".join(_settings_reason(e) for e in exc.errors())
         err.print(f"[red]invalid settings[/red]: {escape(reasons)}")
         raise SystemExit(2) from None
     except EvictingBroker as exc:
