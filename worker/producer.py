@@ -116,9 +116,10 @@ class BrokerUnavailable(OperationalError):
 class BrokerTlsRefused(BrokerUnavailable):
     """The broker's TLS certificate was refused (``reason``: ``tls_certificate_mismatch``, the
     certificate does not name the URL's host; ``tls_certificate_untrusted``, not signed by the CA
-    the URL trusts). Retrying cannot help: the message says what to change in the URL or the
-    certificate (:func:`worker.tls.tls_refusal`). Raised by :func:`producer_app` when its check
-    meets it, else by the publish."""
+    the URL trusts; ``tls_ca_file_unreadable``, the CA file named cannot be read). Retrying cannot
+    help: the message says what to change in the URL or the certificate
+    (:func:`worker.tls.tls_refusal`). Raised by :func:`producer_app` when its check meets it, else
+    by the publish."""
 
     def __init__(self, message: str, task_id: str, reason: str):
         super().__init__(message, task_id)
@@ -211,12 +212,21 @@ def producer_app(broker_url: str, check_broker: bool = True, wait_replicas: int 
     durability a Redis producer can ask for (see :class:`_WaitForReplicas` for what it does not give).
     Redis only (a RabbitMQ publish returns once the quorum queue's majority confirmed it).
 
+    A CA file (``ca_file``, or ``ssl_ca_certs=`` in a Redis URL) that cannot be read raises
+    :class:`BrokerTlsRefused` (reason ``tls_ca_file_unreadable``) at once: no publish could succeed.
+
     ``check_broker``: first refuse a Redis that may evict the queue (``maxmemory-policy``
     ``allkeys-*``): raises :class:`worker.broker_durability.EvictingBroker`. A Redis that cannot be
     reached now is not an error here (a game server may start while its broker restarts): the check
     is skipped with a warning, and :func:`publish_match` retries, then raises
     :class:`BrokerUnavailable`.
     """
+    from worker.tls import CA_FILE_UNREADABLE, ca_file_refusal, unreadable_ca_file
+
+    unreadable = unreadable_ca_file(broker_url, ca_file if is_rabbitmq(broker_url) else None)
+    if unreadable is not None:
+        raise BrokerTlsRefused(ca_file_refusal(unreadable, "ca_file" if unreadable == ca_file else "broker URL"), "",
+                               CA_FILE_UNREADABLE)
     if check_broker and broker_url.startswith(("redis://", "rediss://", "unix://", "sentinel://")):
         import redis
 

@@ -272,6 +272,16 @@ class Settings(BaseSettings):
                     f"RATINGS_BATCH_SIZE > 1: a buffered message waits for the batch before its own, and "
                     f"Redis would redeliver it meanwhile; raise the visibility timeout or lower the time limit"
                 )
+        from worker.tls import ca_file_refusal, unreadable_ca_file
+
+        for setting, url, ca_file in (
+            ("RATINGS_BROKER_CA_FILE" if self.broker_is_rabbitmq else "RATINGS_BROKER_URL", self.broker_url,
+             self.broker_ca_file if self.broker_is_rabbitmq else None),
+            ("RATINGS_EVENTS_REDIS_URL", self.events_redis_url, None),
+        ):
+            unreadable = unreadable_ca_file(url, ca_file)
+            if unreadable is not None:
+                raise ValueError(ca_file_refusal(unreadable, setting))
         if self.broker_is_rabbitmq and self.rabbitmq_consumer_timeout <= self.longest_hold:
             raise ValueError(
                 f"RATINGS_RABBITMQ_CONSUMER_TIMEOUT ({self.rabbitmq_consumer_timeout:g} s, the broker's "

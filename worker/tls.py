@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
 
 MISMATCH = "tls_certificate_mismatch"
 UNTRUSTED = "tls_certificate_untrusted"
+CA_FILE_UNREADABLE = "tls_ca_file_unreadable"
 
 _MISMATCH_TEXT = ("does not match host name", "hostname mismatch", "ip address mismatch", "not valid for")
 _UNTRUSTED_TEXT = ("certificate verify failed", "self-signed certificate", "unable to get local issuer",
@@ -61,3 +63,29 @@ def tls_refusal(exc: BaseException, setting: str) -> str | None:
         fix = ("the server's certificate is not signed by the CA the URL trusts: point the URL at the CA that "
                "signed it (PostgreSQL: sslrootcert=, Redis: ssl_ca_certs=, RabbitMQ: RATINGS_BROKER_CA_FILE)")
     return f"{setting}: TLS certificate refused ({reason}): {fix} ({type(exc).__name__}: {str(exc).strip()[:300]})"
+
+
+def unreadable_ca_file(url: str | None, ca_file: str | None = None) -> str | None:
+    """The first CA file that cannot be read among ``ca_file`` and the ``ssl_ca_certs=`` of the
+    Redis URL ``url`` (each ``;``-separated part); None when none is named or each one reads.
+
+    A missing CA file fails every TLS connection the same way, as ``[Errno 2] No such file or
+    directory`` (as if the server's address were a missing socket) or as an untrusted certificate:
+    retrying cannot help, so it is refused at start (:func:`ca_file_refusal`)."""
+    paths = [ca_file] if ca_file else []
+    for part in (url or "").split(";"):
+        paths += parse_qs(urlsplit(part.strip()).query).get("ssl_ca_certs", [])
+    for path in paths:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError:
+            return path
+    return None
+
+
+def ca_file_refusal(path: str, setting: str) -> str:
+    """One line for an operator: the CA file ``path`` named by ``setting`` cannot be read, the reason
+    code :data:`CA_FILE_UNREADABLE` and what to change."""
+    return (f"{setting}: the CA file {path!r} cannot be read ({CA_FILE_UNREADABLE}): name the PEM file of the "
+            "CA that signed the server's certificate, readable by this process")

@@ -64,13 +64,46 @@ def test_a_rabbitmq_worker_declares_a_quorum_queue_and_confirms_publishes():
     assert redis_app.conf.task_default_queue_type == "classic"
 
 
-def test_amqps_verifies_the_certificate_against_the_given_ca_and_the_urls_own_host_name():
+def test_amqps_verifies_the_certificate_against_the_given_ca_and_the_urls_own_host_name(tmp_path):
     """The host name checked is the URL's, ``localhost`` included (kombu would check 127.0.0.1)."""
     from worker.producer import producer_app
 
-    app = _worker_app(broker_url="amqps://guest:guest@localhost:5671//", broker_ca_file="/etc/ca.pem")
-    assert app.conf.broker_use_ssl == {"context": {"cafile": "/etc/ca.pem", "check_hostname": True},
+    ca = tmp_path / "ca.pem"
+    ca.write_text("a PEM file\n")
+    app = _worker_app(broker_url="amqps://guest:guest@localhost:5671//", broker_ca_file=str(ca))
+    assert app.conf.broker_use_ssl == {"context": {"cafile": str(ca), "check_hostname": True},
                                        "server_hostname": "localhost"}
     papp = producer_app("amqps://u:p@broker.example:5671/v", ca_file=None)
     assert papp.conf.broker_use_ssl["server_hostname"] == "broker.example"
     assert papp.conf.broker_transport_options["confirm_publish"] is True
+
+
+@pytest.mark.parametrize(("fields", "setting"), [
+    ({"broker_url": "amqps://guest:guest@localhost:5671//", "broker_ca_file": "/nonexistent/ca.pem",
+      "events_redis_url": "redis://127.0.0.1:6379/0"}, "RATINGS_BROKER_CA_FILE"),
+    ({"broker_url": "rediss://localhost:6380/0?ssl_cert_reqs=required&ssl_ca_certs=/nonexistent/ca.pem"},
+     "RATINGS_BROKER_URL"),
+    ({"broker_url": "redis://127.0.0.1:6379/0",
+      "events_redis_url": "rediss://localhost:6380/0?ssl_ca_certs=/nonexistent/ca.pem"}, "RATINGS_EVENTS_REDIS_URL"),
+])
+def test_a_ca_file_that_cannot_be_read_is_refused_at_start_with_its_setting_and_reason(fields, setting):
+    """Regression: a missing CA file made the worker retry its broker for ever ("Error 2 connecting
+    to localhost:6380. No such file or directory", as if the server were a missing socket) and the
+    producer retry 7.5 s and raise BrokerUnavailable without a reason (Redis) or report an untrusted
+    certificate (RabbitMQ). Now the settings refuse it, naming the setting and the file."""
+    with pytest.raises(ValueError, match="tls_ca_file_unreadable") as caught:
+        Settings(**fields)
+    assert setting in str(caught.value) and "/nonexistent/ca.pem" in str(caught.value)
+
+
+@pytest.mark.parametrize(("url", "ca_file"), [
+    ("amqps://guest:guest@localhost:5671//", "/nonexistent/ca.pem"),
+    ("rediss://localhost:6380/0?ssl_cert_reqs=required&ssl_ca_certs=/nonexistent/ca.pem", None),
+])
+def test_the_producer_refuses_a_ca_file_that_cannot_be_read_at_once_with_its_reason(url, ca_file):
+    """No connection is tried: BrokerTlsRefused with reason tls_ca_file_unreadable from producer_app."""
+    from worker.producer import BrokerTlsRefused, producer_app
+
+    with pytest.raises(BrokerTlsRefused) as caught:
+        producer_app(url, ca_file=ca_file)
+    assert caught.value.reason == "tls_ca_file_unreadable" and "/nonexistent/ca.pem" in str(caught.value)
