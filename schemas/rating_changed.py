@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from ._types import Id, LadderName
 
@@ -109,3 +109,11 @@ class RatingChanged(BaseModel):
     occurred_at: AwareDatetime = Field(
         description="When the change was applied (RFC 3339 date-time with offset), not when the match ended."
     )
+
+    @model_validator(mode="after")
+    def _no_games_only_after_an_annulment(self) -> RatingChanged:
+        """``games_played`` 0 is a ``correction`` event's only (every match of the player annulled)."""
+        if self.games_played == 0 and self.reason != "correction":
+            raise ValueError(f"games_played is 0 in a {self.reason!r} event: only a correction event (every match "
+                             "of the player annulled) may say 0")
+        return self

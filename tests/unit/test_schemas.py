@@ -626,3 +626,13 @@ def test_a_player_twice_across_free_for_all_sides_is_refused() -> None:
     with pytest.raises(InvalidMessage) as info:
         parse_match_finished(body)
     assert info.value.reason_code == "duplicate_player"
+
+
+def test_only_a_correction_event_may_say_zero_games_played() -> None:
+    """A correction after every match of the player was annulled says games_played 0 (back at the
+    initial rating); a match or rebuild event with 0 games is still refused."""
+    event = RatingChanged(**rating_changed(reason="correction", games_played=0, rating_after=1500.0, delta=0.0))
+    assert event.games_played == 0
+    for reason in ("match", "rebuild"):
+        with pytest.raises(ValidationError, match="only a correction event"):
+            RatingChanged(**rating_changed(reason=reason, games_played=0))
