@@ -364,10 +364,11 @@ def _connection_errors(app: Celery) -> tuple[type[BaseException], ...]:
     with app.connection_for_write() as conn:
         errors = tuple(conn.connection_errors)
     if is_rabbitmq(app.conf.broker_url):
-        from amqp.exceptions import MessageNacked
+        from amqp.exceptions import AccessRefused, MessageNacked
 
-        # a publish the broker refused (nack) or did not confirm within CONFIRM_TIMEOUT
-        errors += (MessageNacked, TimeoutError)
+        # a publish the broker refused (nack) or did not confirm within CONFIRM_TIMEOUT; a login
+        # the broker refused (wrong user or password, no access to the vhost): not retried
+        errors += (MessageNacked, TimeoutError, AccessRefused)
     return errors
 
 

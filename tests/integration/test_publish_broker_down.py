@@ -100,3 +100,17 @@ def test_a_url_naming_three_hosts_retries_as_long_as_one_naming_one(caplog, sche
     several = _retry_waits(caplog, url)
     print(f"waits: one host {single}, three hosts ({scheme}) {several}")
     assert len(single) >= 3 and several == single
+
+
+def test_a_rabbitmq_login_the_broker_refuses_is_broker_unavailable():
+    """A wrong password on the machine's RabbitMQ: the producer raises BrokerUnavailable (what a game
+    backend catches), naming AccessRefused, not amqp's own exception."""
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", 5672), 2).close()
+    except OSError:
+        pytest.skip("no RabbitMQ on 127.0.0.1:5672 (.ci/run starts one)")
+    app = producer_app("amqp://guest:wrong-password@127.0.0.1:5672//", check_broker=False)
+    with pytest.raises(BrokerUnavailable, match="AccessRefused"):
+        publish_match(app, MATCH, queue="ratings-test-access-refused")

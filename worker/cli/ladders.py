@@ -99,7 +99,7 @@ def annul(
         with connect(require_database_url(), autocommit=True) as conn:
             result = repository.annul_matches(conn, match_ids, reason, who_asks(by), ladders)
     except repository.AnnulmentRefused as exc:
-        err.print(f"[red]annulment refused[/red]: {exc}")
+        err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}")
         raise typer.Exit(1) from exc
     for ladder in sorted(result.rerated):
         console.print(f"{ladder}: annulled, {result.rerated[ladder]} later match(es) re-rated, "
@@ -109,7 +109,7 @@ def annul(
     if result.already:
         console.print(f"already annulled (nothing done): {', '.join(result.already)}")
     if result.unknown:
-        err.print(f"[red]not in the ledger[/red]: {', '.join(result.unknown)}")
+        err.print(f"[red]not in the ledger[/red] (unknown_match): {', '.join(result.unknown)}")
         raise typer.Exit(1)
 
 
