@@ -117,7 +117,7 @@ def test_a_late_match_past_the_bound_goes_at_the_end_and_a_rebuild_puts_it_back(
         assert conn.execute("SELECT match_id FROM ledger WHERE placed_at_end").fetchall() == [("b1",)]
         assert conn.execute("SELECT count(*) FROM corrections").fetchone()[0] == 0
         assert verify_ladder(conn, "elo", ladders["elo"].policy).ok
-        report = rebuild_ladder(clean.database_url, "elo", ladders["elo"].policy, ladders["elo"].content,
+        report = rebuild_ladder(clean.direct_database_url, "elo", ladders["elo"].policy, ladders["elo"].content,
                                 order="finished-at")
         assert report.apply_order == "finished-at"
         assert conn.execute("SELECT count(*) FROM ledger WHERE placed_at_end").fetchone()[0] == 0
