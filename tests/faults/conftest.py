@@ -104,6 +104,10 @@ class Cluster:
         self.procs = ServiceProcesses(env, self.log_dir)
         self.redis = redis_client(self.events_url, decode_responses=True)
         """A client of the event stream's Redis (the broker too, unless the broker is RabbitMQ)."""
+        self.broker_redis = (self.redis if self.events_url == broker_url or is_rabbitmq(broker_url)
+                             else redis_client(broker_url, decode_responses=True))
+        """A client of the Redis broker (the events client when they are one Redis), made once for
+        the scenario's polls."""
         self.published = 0
         self.figures: dict = {"scenario": name}
         self.rabbit_cluster: rabbitmq.RabbitCluster | None = None
@@ -197,7 +201,7 @@ class Cluster:
             vhost = urlsplit(self.broker_url.split(";")[0]).path.lstrip("/") or "/"
             queued, unacked = rabbitmq.queue_counts(vhost, self.queue, self.rabbit_cluster)
             return {"queued": queued, "unacked": unacked}
-        broker = self.redis if self.events_url == self.broker_url else redis_client(self.broker_url, decode_responses=True)
+        broker = self.broker_redis
         unacked = [json.loads(v) for v in broker.hvals("unacked")]
         mine = [u for u in unacked if u[2] == self.queue]
         return {"queued": broker.llen(self.queue), "unacked": len(mine),
