@@ -43,10 +43,10 @@ class ReplicatedRedis:
         Sentinels (quorum: a majority) and wait until each knows every replica.
 
         ``down_after_ms``: Sentinel's ``down-after-milliseconds`` (how long the primary must be
-        silent before a failover starts). Raises ``RuntimeError`` when a binary is missing or the
-        set does not come up within 30 s.
+        silent before a failover starts). Raises ``RuntimeError`` when a binary is missing
+        (``redis-sentinel`` only when ``sentinels`` > 0) or the set does not come up within 30 s.
         """
-        if sentinel_binary() is None or shutil.which("redis-server") is None:
+        if shutil.which("redis-server") is None or (sentinels and sentinel_binary() is None):
             raise RuntimeError("redis-server and redis-sentinel are needed (Debian: apt-get install -y redis-sentinel)")
         self = cls(Path(state_dir).resolve())
         self.state_dir.mkdir(parents=True, exist_ok=True)

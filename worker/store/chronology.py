@@ -94,6 +94,19 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
     return out
 
 
+def read_payloads(cur: psycopg.Cursor, later: Sequence[LaterMatch], players: set[str]) -> None:
+    """Fill in the ledger payload (JSON text) of each match of ``later`` read without it that has a
+    player in ``players`` (the matches a sweep from the late match may re-rate), in one statement.
+
+    A correction reads the ladder's later matches (:func:`later_matches`) without their payloads:
+    most share no player with the late match, and their payloads are never parsed. Reading them all
+    cost the rating transaction about a tenth of its time under 2 worker processes (py-spy)."""
+    wanted = {m.seq: m for m in later if m.payload is None and any(r.player_id in players for r in m.rows)}
+    if wanted:
+        for seq, payload in cur.execute("SELECT seq, payload::text FROM ledger WHERE seq = ANY(%b)", (list(wanted),)):
+            wanted[seq].payload = payload
+
+
 def affected_players(batch: Sequence[tuple[OrderKey, Iterable[str]]], later: Sequence[LaterMatch],
                      since: OrderKey, dropped: Iterable[str] = ()) -> set[str]:
     """The players a correction touches: those of the batch's matches from ``since`` on and of the

@@ -14,7 +14,15 @@ from typing import Any
 import psycopg
 
 from engine import RatingChange
-from worker.store.chronology import LaterMatch, OrderKey, Sweep, affected_players, histories_in_order, later_matches
+from worker.store.chronology import (
+    LaterMatch,
+    OrderKey,
+    Sweep,
+    affected_players,
+    histories_in_order,
+    later_matches,
+    read_payloads,
+)
 from worker.store.events import OUTBOX_CHANNEL, correction_event_id
 
 
@@ -41,7 +49,9 @@ def plan_corrections(cur: psycopg.Cursor, matches: Sequence[Any], engine_matches
     :class:`worker.store.rating.BatchMatch` (their ``payload``), ``engine_matches`` the engine's
     matches, ``match_keys`` their order keys (None: a ladder in arrival order), ``in_force`` per
     ladder (policy, generation, order), ``bound`` the most stored matches a correction may re-rate.
-    One read of the later matches per such ladder (:func:`later_matches`, at most ``bound`` + 1). With
+    One read of the later matches per such ladder (:func:`later_matches`, at most ``bound`` + 1),
+    and with ``payloads`` one of the payloads of those sharing a player with the correction
+    (:func:`worker.store.chronology.read_payloads`). With
     ``games`` (the locked rows' games played), a correction whose players' histories are not in
     replay order from that point (:func:`histories_in_order`) goes at the end."""
     since: dict[str, tuple[OrderKey, str]] = {}
@@ -54,7 +64,7 @@ def plan_corrections(cur: psycopg.Cursor, matches: Sequence[Any], engine_matches
                 since[ladder] = (key, m.payload["match_id"])
     plans: dict[str, CorrectionPlan] = {}
     for ladder, (key, cause) in since.items():
-        later = later_matches(cur, ladder, key, in_force[ladder][1], bound + 1, payloads=payloads)
+        later = later_matches(cur, ladder, key, in_force[ladder][1], bound + 1, payloads=False)
         if len(later) > bound:
             plans[ladder] = CorrectionPlan(cause, key, [], set(), True)
             continue
@@ -65,6 +75,8 @@ def plan_corrections(cur: psycopg.Cursor, matches: Sequence[Any], engine_matches
                 later, affected, {pid: n for (lad, pid), n in games.items() if lad == ladder}):
             plans[ladder] = CorrectionPlan(cause, key, [], set(), True)
             continue
+        if payloads:  # only the matches a sweep may re-rate: those with an affected player
+            read_payloads(cur, later, affected)
         plans[ladder] = CorrectionPlan(cause, key, later, affected, False)
     return plans
 
