@@ -125,17 +125,23 @@ def ledger_table_mib(conn: psycopg.Connection) -> float:
     return (row[0] if row else 0) / 2**20
 
 
-def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int]]:
-    """(backends connected to this connection's database other than this session's own, the
-    server's background processes: WAL writer, checkpointer, autovacuum...) as process ids
-    (``pg_stat_activity``), for the bench's CPU accounting."""
+BENCH_VACUUM_APPLICATION = "ratings-bench-vacuum"
+"""``application_name`` of the bench's own ``VACUUM (ANALYZE)`` session (left out of the service's CPU)."""
+
+
+def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int], list[int]]:
+    """(backends connected to this connection's database other than this session's own and the
+    bench's vacuum session, the server's background processes: WAL writer, checkpointer,
+    autovacuum..., the bench's vacuum session) as process ids (``pg_stat_activity``), for the bench's
+    CPU accounting."""
     rows = conn.execute(
-        "SELECT pid, backend_type, datname = current_database() FROM pg_stat_activity "
-        "WHERE pid <> pg_backend_pid()"
+        "SELECT pid, backend_type, datname = current_database(), application_name = %s FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid()", (BENCH_VACUUM_APPLICATION,)
     ).fetchall()
-    backends = [pid for pid, kind, ours in rows if kind == "client backend" and ours]
-    background = [pid for pid, kind, _ in rows if kind not in ("client backend", "walsender")]
-    return backends, background
+    backends = [pid for pid, kind, ours, vacuum in rows if kind == "client backend" and ours and not vacuum]
+    background = [pid for pid, kind, _, _ in rows if kind not in ("client backend", "walsender")]
+    vacuums = [pid for pid, kind, ours, vacuum in rows if kind == "client backend" and ours and vacuum]
+    return backends, background, vacuums
 
 
 def correction_figures(conn: psycopg.Connection) -> dict[str, int]:

@@ -7,9 +7,10 @@ difference is divided by the run's messages:
   worker children (validation, engine, SQL) through ``psutil`` (``/proc/<pid>/stat``);
 * the relay process, likewise;
 * PostgreSQL: the backends connected to the bench's database (``pg_stat_activity``, the bench's
-  own observing connection left out), and apart from them the server's background processes
-  (WAL writer, checkpointer, background writer, autovacuum: shared with anything else the server
-  runs);
+  own observing connection and its ``VACUUM (ANALYZE)`` session left out: the latter, standing in
+  for a server's autovacuum, is reported apart as ``bench_vacuum_ms``), and apart from them the
+  server's background processes (WAL writer, checkpointer, background writer, autovacuum: shared
+  with anything else the server runs);
 * Redis: the server's own counters (``INFO cpu``: ``used_cpu_user`` + ``used_cpu_sys``), the whole
   server (shared with anything else that uses it);
 * the bench's publishers report their own CPU seconds (:mod:`worker.devtools.bench.publishers`);
@@ -93,8 +94,9 @@ class CpuMeter:
                 s.parts["worker_children"][child.pid] = _cpu(child.pid)
         for pid in self.relay_pids:
             s.parts["relay"][pid] = _cpu(pid)
-        backends, background = bench_data.server_process_ids(self.conn)
+        backends, background, vacuums = bench_data.server_process_ids(self.conn)
         s.parts["postgresql_backends"] = {pid: _cpu(pid) for pid in backends}
+        s.parts["bench_vacuum"] = {pid: _cpu(pid) for pid in vacuums}
         s.parts["postgresql_background"] = {pid: _cpu(pid) for pid in background}
         cpu = self.redis.info("cpu")
         s.parts["redis"] = {0: float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])}
@@ -107,17 +109,24 @@ def per_match(start: Snapshot, end: Snapshot, messages: int,
     """CPU milliseconds per message of each part between two snapshots, and the service's total.
 
     A process seen only at the end (started during the run) counts from zero; one gone by the end
-    is not counted (the bench's pools keep their connections, so this is rare).
+    is not counted (the bench's pools keep their connections, so this is rare). The bench's own
+    ``VACUUM (ANALYZE)`` session is ``bench_vacuum_ms``, outside the service's total.
     """
     out: dict[str, Any] = {}
     total = 0.0
-    for part in SERVICE_PARTS:
+
+    def part_ms(part: str) -> float:
         before, after = start.parts.get(part, {}), end.parts.get(part, {})
         seconds = sum(max(0.0, v - before.get(pid, 0.0)) for pid, v in after.items())
-        ms = 1000 * seconds / max(1, messages)
+        return 1000 * seconds / max(1, messages)
+
+    for part in SERVICE_PARTS:
+        ms = part_ms(part)
         out[f"{part}_ms"] = round(ms, 4)
         total += ms
     out["service_total_ms"] = round(total, 4)
+    vacuum = part_ms("bench_vacuum")
+    out["bench_vacuum_ms"] = round(vacuum, 4)
     publishers = 1000 * (publisher_cpu_seconds or 0.0) / max(1, messages)
     if publisher_cpu_seconds is not None:
         out["publishers_ms"] = round(publishers, 4)
@@ -126,7 +135,7 @@ def per_match(start: Snapshot, end: Snapshot, messages: int,
     # not use.
     busy = 1000 * max(0.0, end.machine_busy - start.machine_busy) / max(1, messages)
     out["machine_busy_ms"] = round(busy, 4)
-    out["other_ms"] = round(max(0.0, busy - total - publishers), 4)
+    out["other_ms"] = round(max(0.0, busy - total - publishers - vacuum), 4)
     wall = end.at - start.at
     cpus = os.cpu_count() or 1
     seconds = end.machine_busy - start.machine_busy

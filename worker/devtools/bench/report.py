@@ -154,14 +154,17 @@ def print_scaling(console: Console, service: dict[str, Any]) -> None:
                     "no-op baseline in the last column")
     parts = ("postgresql_backends", "postgresql_background", "worker_main", "worker_children", "redis", "relay")
     for col in ("worker processes", "PostgreSQL backends", "PostgreSQL background", "worker main", "worker child",
-                "Redis", "relay", "service total", "publishers", "everything else", "machine busy",
-                "no-op total"):
+                "Redis", "relay", "service total", "publishers", "bench VACUUM", "everything else", "machine busy",
+                "no-op total", "late / re-rated"):
         t.add_column(col, justify="right")
     for row in rows:
         cpu, noop = row.get("cpu_per_match_preloaded"), row.get("cpu_per_noop_preloaded")
         if not cpu:
             continue
+        late = row.get("corrections_preloaded")
         t.add_row(str(row["workers"]), *(f"{cpu[f'{p}_ms']:.3f}" for p in parts), f"{cpu['service_total_ms']:.3f}",
-                  f"{cpu.get('publishers_ms', 0):.3f}", f"{cpu.get('other_ms', 0):.3f}",
-                  f"{cpu.get('machine_busy_pct', 0)} %", f"{noop['service_total_ms']:.3f}" if noop else "-")
+                  f"{cpu.get('publishers_ms', 0):.3f}", f"{cpu.get('bench_vacuum_ms', 0):.3f}",
+                  f"{cpu.get('other_ms', 0):.3f}", f"{cpu.get('machine_busy_pct', 0)} %",
+                  f"{noop['service_total_ms']:.3f}" if noop else "-",
+                  f"{late['late_matches']:,} / {late['matches_rerated']:,}" if late else "-")
     console.print(t)
