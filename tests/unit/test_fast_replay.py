@@ -126,3 +126,25 @@ matches_strategy = st.lists(
 def test_any_matches_same_standings(matches: list[Match], policy_name: str) -> None:
     policy = POLICIES.get(policy_name) or EXTRA_POLICIES[policy_name]
     assert _rg(fast_replay.replay(matches, policy)) == _rg(replay(matches, policy))
+
+
+@pytest.mark.parametrize("bands", [(), ((1000.0, 40),), ((900, 50), (1000, 40), (1100, 30), (1250.5, 20))])
+@pytest.mark.parametrize("rounding", [Rounding.NONE, Rounding.HALF_EVEN])
+def test_banded_k_of_any_length_same_standings(bands, rounding) -> None:
+    """K unrolled for up to three bands, a memo beyond: both as engine.replay gives them."""
+    policy = RatingPolicy(k_factor=BandedK(bands, 16), initial_rating=1000, rounding=rounding,
+                          performance=SedmaAdjustment())
+    matches = generated(1500, seed=9, team_share=0.2)
+    got, want = fast_replay.replay(matches, policy), replay(matches, policy)
+    assert {p: s.rating.hex() for p, s in got.items()} == {p: s.rating.hex() for p, s in want.items()}
+    assert _rg(got) == _rg(want)
+
+
+@pytest.mark.parametrize("initial", [float("inf"), float("-inf"), float("nan")])
+def test_a_non_finite_rating_fails_to_round_as_replay_does(initial: float) -> None:
+    policy = replace(POLICIES["sedma"], initial_rating=initial)
+    matches = generated(5, seed=1, team_share=0.0)
+    with pytest.raises(Exception) as want:
+        replay(matches, policy)
+    with pytest.raises(want.type):
+        fast_replay.replay(matches, policy)
