@@ -60,3 +60,22 @@ def test_several_publishers_push_every_message_once_each_with_a_publish_time(ser
     assert args == list(range(103))
     assert len(out.times) == 103 and all(out.first <= t <= out.last for t in out.times)
     assert out.cpu_seconds > 0
+
+
+@pytest.mark.parametrize("count", [2000, 2003])  # 2003: one publisher has a chunk fewer
+def test_publishers_in_lockstep_keep_the_queue_near_the_given_order(servers, count) -> None:
+    """With ``lockstep`` the publishers wait for one another before each chunk: a message is
+    popped (kombu's Redis transport pops the oldest first) within ``publishers x chunk`` places of
+    where the given order puts it, so the bench's matches reach the workers in about finish order."""
+    _, broker_url = servers
+    client = redis.Redis.from_url(broker_url)
+    queue = f"bench-lockstep-{uuid.uuid4().hex[:8]}"
+    bodies = [{"n": i} for i in range(count)]
+    try:
+        publish(broker_url, queue, encode_all("ratings.noop", bodies, queue), publishers=3, chunk=10, lockstep=True)
+        items = client.lrange(queue, 0, -1)[::-1]  # LPUSH: the oldest is last
+    finally:
+        client.delete(queue)
+    order = [json.loads(base64.b64decode(json.loads(i)["body"]))[0][0]["n"] for i in items]
+    assert sorted(order) == list(range(count))
+    assert max(abs(place - n) for place, n in enumerate(order)) < 3 * 10

@@ -231,7 +231,7 @@ class Cluster:
         pipelined (:mod:`worker.devtools.bench.publishers`; paced at ``rate`` per second in all when
         given); return each message's publish time and the publishers' own figures."""
         envelopes = encode_all(task, bodies, self.queue)
-        return publish(self.broker_url, self.queue, envelopes, self.publishers, self.chunk, rate)
+        return publish(self.broker_url, self.queue, envelopes, self.publishers, self.chunk, rate, lockstep=True)
 
     def _signal_workers(self, sig: int) -> None:
         for name, proc in self.procs.procs.items():

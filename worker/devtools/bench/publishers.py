@@ -79,11 +79,14 @@ class Published:
 
 
 def _publish_share(broker_url: str, queue: str, envelopes: list[bytes], chunk: int, rate: float | None,
-                   start_at: float, conn, wait_replicas: int = 0) -> None:
+                   start_at: float, conn, wait_replicas: int = 0, barrier=None, rounds: int = 0) -> None:
     """One publisher process: wait for ``start_at``, push ``envelopes`` in pipelines of ``chunk``
     (paced at ``rate`` messages per second when given), send back (chunk times, end, CPU seconds).
     ``wait_replicas``: each pipeline ends with ``WAIT wait_replicas 1000``, as the producer's
-    ``wait_replicas`` does after each publish; a chunk fewer replicas acknowledged raises."""
+    ``wait_replicas`` does after each publish; a chunk fewer replicas acknowledged raises.
+    ``barrier``: a ``multiprocessing.Barrier`` of every publisher, waited for before each chunk and
+    ``rounds`` times in all (the most chunks of any publisher), so one with a chunk fewer still
+    meets the others."""
     client = redis.Redis.from_url(broker_url)
     client.ping()  # connected before the clock starts
     cpu0 = time.process_time()
@@ -92,6 +95,9 @@ def _publish_share(broker_url: str, queue: str, envelopes: list[bytes], chunk: i
         time.sleep(delay)
     sent: list[float] = []
     for i in range(0, len(envelopes), chunk):
+        if barrier is not None:
+            barrier.wait(timeout=60)
+            rounds -= 1
         if rate:
             wait = start_at + i / rate - time.time()
             if wait > 0:
@@ -109,17 +115,28 @@ def _publish_share(broker_url: str, queue: str, envelopes: list[bytes], chunk: i
                 replies = pipe.execute()
             if wait_replicas and replies[-1] < wait_replicas:
                 raise RuntimeError(f"WAIT: {replies[-1]} of {wait_replicas} replica(s) acknowledged")
+    while barrier is not None and rounds > 0:  # the others' last chunk
+        barrier.wait(timeout=60)
+        rounds -= 1
     conn.send((sent, time.time(), time.process_time() - cpu0))
     conn.close()
 
 
 def publish(broker_url: str, queue: str, envelopes: Sequence[bytes], publishers: int = 2, chunk: int = 20,
-            rate: float | None = None, wait_replicas: int = 0) -> Published:
+            rate: float | None = None, wait_replicas: int = 0, lockstep: bool = False) -> Published:
     """Push ``envelopes`` onto ``queue`` from ``publishers`` forked processes (message ``i`` goes to
-    publisher ``i mod publishers``, so the overall order stays close to the given one), in
-    pipelines of ``chunk`` messages; with ``rate`` (messages per second in all), paced, one
-    message per round trip; with ``wait_replicas``, each pipeline followed by Redis ``WAIT`` (see
-    :func:`_publish_share`). Returns when every publisher is done.
+    publisher ``i mod publishers``), in pipelines of ``chunk`` messages; with ``rate`` (messages per
+    second in all), paced, one message per round trip; with ``wait_replicas``, each pipeline
+    followed by Redis ``WAIT`` (see :func:`_publish_share`). Returns when every publisher is done.
+
+    ``lockstep`` (unpaced only): the publishers wait for one another before each chunk, so the
+    queue's order stays within ``publishers x chunk`` messages of the given (finish) order, as it
+    does when game servers publish matches as they finish. Without it, unpaced publishers drift
+    apart by thousands of messages over a run of 20,000 (one is scheduled more than the other), so
+    many matches reach the workers after a later match of one of their players: a chronological
+    ladder corrects them, and the bench measured that cost instead of the service's steady state
+    (847 late matches of 20,000 at 2 worker processes, queue filled first; CPU per match about
+    twice that of runs with few late matches).
 
     Raises ``RuntimeError`` if a publisher process fails (e.g. Redis unreachable).
     """
@@ -129,12 +146,13 @@ def publish(broker_url: str, queue: str, envelopes: Sequence[bytes], publishers:
     ctx = multiprocessing.get_context("fork")
     start_at = time.time() + 0.3  # every process forked and connected before the first push
     shares = [list(envelopes[p::publishers]) for p in range(publishers)]
+    barrier = ctx.Barrier(publishers) if lockstep and not rate and publishers > 1 else None
     procs, pipes = [], []
     for share in shares:
         parent, child = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_publish_share, daemon=True,
                            args=(broker_url, queue, share, chunk, rate / publishers if rate else None, start_at, child,
-                                 wait_replicas))
+                                 wait_replicas, barrier, max(-(-len(s) // chunk) for s in shares)))
         proc.start()
         child.close()
         procs.append(proc)
