@@ -62,7 +62,7 @@ def test_several_publishers_push_every_message_once_each_with_a_publish_time(ser
     assert out.cpu_seconds > 0
 
 
-@pytest.mark.parametrize("count", [2000, 2003])  # 2003: one publisher has a chunk fewer
+@pytest.mark.parametrize("count", [2000, 1981])  # 1981: shares of 661 / 660 / 660, 67 / 66 / 66 chunks
 def test_publishers_in_lockstep_keep_the_queue_near_the_given_order(servers, count) -> None:
     """With ``lockstep`` the publishers wait for one another before each chunk: a message is
     popped (kombu's Redis transport pops the oldest first) within ``publishers x chunk`` places of
@@ -79,3 +79,16 @@ def test_publishers_in_lockstep_keep_the_queue_near_the_given_order(servers, cou
     order = [json.loads(base64.b64decode(json.loads(i)["body"]))[0][0]["n"] for i in items]
     assert sorted(order) == list(range(count))
     assert max(abs(place - n) for place, n in enumerate(order)) < 3 * 10
+
+
+@pytest.mark.timeout(40)  # without the barrier's abort the others would wait out its 60 s timeout
+def test_a_publisher_that_fails_in_lockstep_fails_the_publish_at_once(servers) -> None:
+    _, broker_url = servers
+    queue = f"bench-lockstep-fail-{uuid.uuid4().hex[:8]}"
+    envelopes = encode_all("ratings.noop", [{"n": i} for i in range(300)], queue)
+    envelopes[150] = None  # type: ignore[call-overload]  # redis-py refuses to send None (DataError) in that publisher's chunk
+    try:
+        with pytest.raises(RuntimeError, match="publisher process failed"):
+            publish(broker_url, queue, envelopes, publishers=3, chunk=10, lockstep=True)
+    finally:
+        redis.Redis.from_url(broker_url).delete(queue)

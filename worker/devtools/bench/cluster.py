@@ -362,8 +362,9 @@ class Cluster:
             "per_s_to_last_commit": round(len(matches) / (last_commit - first), 1),
             "applied": c.applied, "duplicates": c.duplicates, "dead_letters": c.dead_letters,
             "verify_ok": verified,
-            # matches that came late to a worker (another worker's batch with a later match of one
-            # of their players committed first) and what re-rating them cost
+            # matches stored out of order (a later match of one of their players committed first, in
+            # another worker's batch or an earlier batch of the same worker) and what re-rating
+            # them cost
             "corrections": corrections,
             # with the workers stopped while the queue filled, a latency would only measure the pause
             "latency_publish_to_commit": None if preload else

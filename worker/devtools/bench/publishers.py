@@ -87,37 +87,42 @@ def _publish_share(broker_url: str, queue: str, envelopes: list[bytes], chunk: i
     ``barrier``: a ``multiprocessing.Barrier`` of every publisher, waited for before each chunk and
     ``rounds`` times in all (the most chunks of any publisher), so one with a chunk fewer still
     meets the others."""
-    client = redis.Redis.from_url(broker_url)
-    client.ping()  # connected before the clock starts
-    cpu0 = time.process_time()
-    delay = start_at - time.time()
-    if delay > 0:
-        time.sleep(delay)
-    sent: list[float] = []
-    for i in range(0, len(envelopes), chunk):
-        if barrier is not None:
+    try:
+        client = redis.Redis.from_url(broker_url)
+        client.ping()  # connected before the clock starts
+        cpu0 = time.process_time()
+        delay = start_at - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        sent: list[float] = []
+        for i in range(0, len(envelopes), chunk):
+            if barrier is not None:
+                barrier.wait(timeout=60)
+                rounds -= 1
+            if rate:
+                wait = start_at + i / rate - time.time()
+                if wait > 0:
+                    time.sleep(wait)
+            sent.append(time.time())
+            part = envelopes[i:i + chunk]
+            if len(part) == 1 and not wait_replicas:
+                client.lpush(queue, part[0])
+            else:
+                with client.pipeline(transaction=False) as pipe:
+                    for item in part:
+                        pipe.lpush(queue, item)
+                    if wait_replicas:
+                        pipe.execute_command("WAIT", wait_replicas, 1000)
+                    replies = pipe.execute()
+                if wait_replicas and replies[-1] < wait_replicas:
+                    raise RuntimeError(f"WAIT: {replies[-1]} of {wait_replicas} replica(s) acknowledged")
+        while barrier is not None and rounds > 0:  # the others' last chunk
             barrier.wait(timeout=60)
             rounds -= 1
-        if rate:
-            wait = start_at + i / rate - time.time()
-            if wait > 0:
-                time.sleep(wait)
-        sent.append(time.time())
-        part = envelopes[i:i + chunk]
-        if len(part) == 1 and not wait_replicas:
-            client.lpush(queue, part[0])
-        else:
-            with client.pipeline(transaction=False) as pipe:
-                for item in part:
-                    pipe.lpush(queue, item)
-                if wait_replicas:
-                    pipe.execute_command("WAIT", wait_replicas, 1000)
-                replies = pipe.execute()
-            if wait_replicas and replies[-1] < wait_replicas:
-                raise RuntimeError(f"WAIT: {replies[-1]} of {wait_replicas} replica(s) acknowledged")
-    while barrier is not None and rounds > 0:  # the others' last chunk
-        barrier.wait(timeout=60)
-        rounds -= 1
+    except BaseException:
+        if barrier is not None:
+            barrier.abort()  # the others stop at once instead of waiting out the barrier's timeout
+        raise
     conn.send((sent, time.time(), time.process_time() - cpu0))
     conn.close()
 
