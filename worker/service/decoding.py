@@ -36,16 +36,24 @@ _DECODER = json.JSONDecoder()
 CONTENT_TYPE = "application/json"
 
 
-def _argument_spans(text: str) -> list[tuple[int, int]] | None:
-    """(start, end) of each element of the body's first array, or None when the text is not
-    ``[[...], ...`` (then nothing is replaced)."""
+def _first_argument(text: str) -> int | None:
+    """Where the first element of the body's first array starts (past ``[[`` and whitespace), or
+    None when the text does not start ``[[``."""
     i = _WHITESPACE.match(text, 0).end()
     if text[i:i + 1] != "[":
         return None
     i = _WHITESPACE.match(text, i + 1).end()
     if text[i:i + 1] != "[":
         return None
-    i = _WHITESPACE.match(text, i + 1).end()
+    return _WHITESPACE.match(text, i + 1).end()
+
+
+def _argument_spans(text: str) -> list[tuple[int, int]] | None:
+    """(start, end) of each element of the body's first array, or None when the text is not
+    ``[[...], ...`` (then nothing is replaced)."""
+    i = _first_argument(text)
+    if i is None:
+        return None
     spans: list[tuple[int, int]] = []
     if text[i:i + 1] == "]":
         return spans
@@ -72,14 +80,8 @@ def _task_body(text: str) -> list | None:
     0 here would allow a few levels more)."""
     if text.count("[") + text.count("{") > 512:
         return None
-    i = _WHITESPACE.match(text, 0).end()
-    if text[i:i + 1] != "[":
-        return None
-    i = _WHITESPACE.match(text, i + 1).end()
-    if text[i:i + 1] != "[":
-        return None
-    i = _WHITESPACE.match(text, i + 1).end()
-    if text[i:i + 1] == "]":
+    i = _first_argument(text)
+    if i is None or text[i:i + 1] == "]":
         return None  # no argument: nothing to replace
     args: list[Any] = []
     try:
