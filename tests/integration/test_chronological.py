@@ -306,3 +306,51 @@ def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_mat
     assert json.loads(dead[1][1])["match_ids"] == ["no-such-match"]
     assert annulled() == 2 and corrections_after == corrections_before  # the same annulment again: a no-op
     assert stored(clean) == chronological_replay(rest)
+
+
+def test_a_correction_reads_the_payloads_of_only_the_later_matches_it_may_re_rate(clean):
+    """Stored S1 (p1 beats p2, 12:00), S2 (p2 beats p3, 13:00), S3 (p4 beats p5, 14:00); then the late
+    L (p1 beats p6, 11:00). The correction re-rates S1 and, through p2, S2 (a chain), not S3:
+    ``read_payloads`` fills in the payloads of S1 and S2 only, and the stored ratings equal the
+    replay by finish time (L, S1, S2, S3), computed here by hand with Elo K = 30."""
+    from worker.store.chronology import later_matches, read_payloads
+
+    ladders = load_ladder_policies(get_settings())
+
+    def message(mid: str, a: str, b: str, hour: int) -> dict:
+        return {"schema_version": 1, "match_id": mid, "ladder": "elo", "finished_at": f"2026-05-02T{hour:02}:00:00Z",
+                "side_a": {"players": [{"player_id": a}]}, "side_b": {"players": [{"player_id": b}]},
+                "outcome": "side_a_won"}
+
+    def entry(m: dict) -> repository.BatchMatch:
+        parsed = parse_match_finished(m)
+        canonical = parsed.canonical_json()
+        return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
+                                     parsed.finished_at, ladders["elo"], None)
+
+    limits = repository.TransactionTimeouts(5000, 30000)
+    with psycopg.connect(clean.database_url, autocommit=True) as conn:
+        repository.apply_batch(conn, [entry(message("s1", "p1", "p2", 12)), entry(message("s2", "p2", "p3", 13)),
+                                      entry(message("s3", "p4", "p5", 14))], timeouts=limits)
+        at, = conn.execute("SELECT order_at FROM ledger WHERE match_id = 's1'").fetchone()
+        generation, = conn.execute("SELECT max(generation) FROM rating_changes").fetchone()
+        later = later_matches(conn.cursor(), "elo", (at, "s1"), generation, 10, inclusive=True, payloads=False)
+        assert [m.match_id for m in later] == ["s1", "s2", "s3"] and all(m.payload is None for m in later)
+        read_payloads(conn.cursor(), later, {"p1", "p6", "p2", "p3"})
+        assert [json.loads(m.payload)["match_id"] if m.payload else None for m in later] == ["s1", "s2", None]
+
+        results, _ = repository.apply_batch(conn, [entry(message("l", "p1", "p6", 11))], timeouts=limits)
+        assert results[0].out_of_order and not results[0].placed_at_end
+        assert conn.execute("SELECT matches_rerated FROM corrections").fetchall() == [(2,)]
+        assert verify_ladder(conn, "elo", ladders["elo"].policy).ok
+        stored_now = {pid: r for pid, r in conn.execute("SELECT player_id, rating FROM players WHERE ladder = 'elo'")}
+
+    def elo(ra: float, rb: float) -> tuple[float, float]:  # the winner's and loser's new ratings, K = 30
+        e = 1 / (1 + 10 ** ((rb - ra) / 400))
+        return ra + 30 * (1 - e), rb - 30 * (1 - e)
+
+    p1, p6 = elo(1200, 1200)  # l
+    p1, p2 = elo(p1, 1200)  # s1
+    p2, p3 = elo(p2, 1200)  # s2
+    p4, p5 = elo(1200, 1200)  # s3
+    assert stored_now == pytest.approx({"p1": p1, "p2": p2, "p3": p3, "p4": p4, "p5": p5, "p6": p6}, abs=1e-9)
