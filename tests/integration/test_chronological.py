@@ -78,6 +78,21 @@ def run_once(env, publisher, messages: list[dict]) -> tuple[dict, int]:
     return ratings, late
 
 
+def elo_message(mid: str, a: str, b: str, hour: int, day: int = 1) -> dict:
+    """An Elo 1v1 match-finished message: ``a`` beats ``b`` at ``hour``:00 on 2026-05-``day``."""
+    return {"schema_version": 1, "match_id": mid, "ladder": "elo", "finished_at": f"2026-05-{day:02}T{hour:02}:00:00Z",
+            "side_a": {"players": [{"player_id": a}]}, "side_b": {"players": [{"player_id": b}]},
+            "outcome": "side_a_won"}
+
+
+def elo_entry(m: dict, ladders) -> repository.BatchMatch:
+    """``m`` validated as the worker does, as a batch entry of the ``elo`` ladder."""
+    parsed = parse_match_finished(m)
+    canonical = parsed.canonical_json()
+    return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
+                                 parsed.finished_at, ladders["elo"], None)
+
+
 def test_two_runs_in_different_arrival_orders_equal_the_chronological_replay(clean, publisher):
     """The shorter demo in date order, then shuffled, through two workers: identical ratings,
     equal to a single-process chronological replay; the shuffled run had late matches."""
@@ -97,22 +112,11 @@ def test_a_late_match_past_the_bound_goes_at_the_end_and_a_rebuild_puts_it_back(
     the chronological replay by finish time, computed here by hand with Elo K = 30."""
     ladders = load_ladder_policies(get_settings())
 
-    def message(mid: str, a: str, b: str, hour: int) -> dict:
-        return {"schema_version": 1, "match_id": mid, "ladder": "elo", "finished_at": f"2026-05-01T{hour:02}:00:00Z",
-                "side_a": {"players": [{"player_id": a}]}, "side_b": {"players": [{"player_id": b}]},
-                "outcome": "side_a_won"}
-
-    def entry(m: dict) -> repository.BatchMatch:
-        parsed = parse_match_finished(m)
-        canonical = parsed.canonical_json()
-        return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
-                                     parsed.finished_at, ladders["elo"], None)
-
     limits = repository.TransactionTimeouts(5000, 30000, correction_max_matches=1)
     with psycopg.connect(clean.database_url, autocommit=True) as conn:
-        repository.apply_batch(conn, [entry(message("b2", "ann", "ben", 12)), entry(message("b3", "ann", "cid", 13))],
+        repository.apply_batch(conn, [elo_entry(elo_message("b2", "ann", "ben", 12), ladders), elo_entry(elo_message("b3", "ann", "cid", 13), ladders)],
                                timeouts=limits)
-        results, _ = repository.apply_batch(conn, [entry(message("b1", "ben", "cid", 11))], timeouts=limits)
+        results, _ = repository.apply_batch(conn, [elo_entry(elo_message("b1", "ben", "cid", 11), ladders)], timeouts=limits)
         assert results[0].placed_at_end and results[0].out_of_order
         assert conn.execute("SELECT match_id FROM ledger WHERE placed_at_end").fetchall() == [("b1",)]
         assert conn.execute("SELECT count(*) FROM corrections").fetchone()[0] == 0
@@ -317,21 +321,10 @@ def test_a_correction_reads_the_payloads_of_only_the_later_matches_it_may_re_rat
 
     ladders = load_ladder_policies(get_settings())
 
-    def message(mid: str, a: str, b: str, hour: int) -> dict:
-        return {"schema_version": 1, "match_id": mid, "ladder": "elo", "finished_at": f"2026-05-02T{hour:02}:00:00Z",
-                "side_a": {"players": [{"player_id": a}]}, "side_b": {"players": [{"player_id": b}]},
-                "outcome": "side_a_won"}
-
-    def entry(m: dict) -> repository.BatchMatch:
-        parsed = parse_match_finished(m)
-        canonical = parsed.canonical_json()
-        return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
-                                     parsed.finished_at, ladders["elo"], None)
-
     limits = repository.TransactionTimeouts(5000, 30000)
     with psycopg.connect(clean.database_url, autocommit=True) as conn:
-        repository.apply_batch(conn, [entry(message("s1", "p1", "p2", 12)), entry(message("s2", "p2", "p3", 13)),
-                                      entry(message("s3", "p4", "p5", 14))], timeouts=limits)
+        repository.apply_batch(conn, [elo_entry(elo_message("s1", "p1", "p2", 12, day=2), ladders), elo_entry(elo_message("s2", "p2", "p3", 13, day=2), ladders),
+                                      elo_entry(elo_message("s3", "p4", "p5", 14, day=2), ladders)], timeouts=limits)
         at, = conn.execute("SELECT order_at FROM ledger WHERE match_id = 's1'").fetchone()
         generation, = conn.execute("SELECT max(generation) FROM rating_changes").fetchone()
         later = later_matches(conn.cursor(), "elo", (at, "s1"), generation, 10, inclusive=True, payloads=False)
@@ -339,7 +332,7 @@ def test_a_correction_reads_the_payloads_of_only_the_later_matches_it_may_re_rat
         read_payloads(conn.cursor(), later, {"p1", "p6", "p2", "p3"})
         assert [json.loads(m.payload)["match_id"] if m.payload else None for m in later] == ["s1", "s2", None]
 
-        results, _ = repository.apply_batch(conn, [entry(message("l", "p1", "p6", 11))], timeouts=limits)
+        results, _ = repository.apply_batch(conn, [elo_entry(elo_message("l", "p1", "p6", 11, day=2), ladders)], timeouts=limits)
         assert results[0].out_of_order and not results[0].placed_at_end
         assert conn.execute("SELECT matches_rerated FROM corrections").fetchall() == [(2,)]
         assert verify_ladder(conn, "elo", ladders["elo"].policy).ok
