@@ -227,6 +227,14 @@ class Settings(BaseSettings):
         "adds to every message's latency when the queue is nearly empty.",
     )
 
+    poll_linger: float = Field(
+        default=0.025, ge=0, le=0.5,
+        description="Seconds a worker waits before its next Redis poll when the last one took messages "
+        "and left the queue empty (worker/service/transport.py): what arrives meanwhile is taken in one "
+        "round trip and applied as one batch, so at moderate load batches carry several matches. Adds "
+        "at most this to a message's wait; an idle or deep queue never lingers. 0: no linger.",
+    )
+
     @field_validator("database_url", "direct_database_url")
     @classmethod
     def _postgresql_url(cls, value: str | None, info) -> str | None:

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+import uuid
 from collections import defaultdict
 
 import pytest
@@ -195,3 +196,44 @@ def test_messages_queued_while_the_workers_are_stopped_are_applied_in_batches(cl
     matches_after, transactions_after = batch_metrics()
     assert matches_after - matches_before == 280
     assert transactions_after - transactions_before < 280 / 2, "the matches were not applied in batches"
+
+
+@pytest.mark.parametrize("linger", [0.5, 0.0])
+def test_matches_arriving_while_a_worker_lingers_are_applied_together(clean, env, tmp_path, linger):
+    """A worker of its own (one node, one child, a queue of its own). One match, then ten more
+    published 40 ms apart. With ``RATINGS_POLL_LINGER=0.5`` the node's poll after the first match
+    (which emptied the queue) waits half a second, so the ten (sent within 0.4 s) arrive meanwhile
+    and are taken in one poll and applied in one transaction: 2 transactions for the 11 matches (3
+    allowed, should this process stall). Without a linger (0, the control) the node waits on the
+    queue and takes each match as it comes: about one transaction each."""
+    from worker.devtools.runtime import ServiceProcesses
+    from worker.producer import producer_app, publish_match
+
+    from .test_metrics import scrape, total
+
+    queue = f"ratings-linger-{uuid.uuid4().hex[:8]}"
+    procs = ServiceProcesses(dict(os.environ, RATINGS_QUEUE=queue, RATINGS_POLL_LINGER=str(linger)), tmp_path)
+    procs.start_worker("linger", concurrency=1)
+    app = producer_app(clean.broker_url)
+    try:
+        matches = [m.model_dump(mode="json") for m in generate_sedma_matches(12, players=40, seed=5, id_prefix="lg")]
+        publish_match(app, matches[0], queue=queue)  # the worker is up once this one is applied
+        clean.wait_drained(1, timeout=90)
+        time.sleep(0.6)  # its linger, if any, is over: the node waits on the queue
+        before = scrape(procs.ports["linger"])
+        publish_match(app, matches[1], queue=queue)
+        for m in matches[2:]:
+            time.sleep(0.04)
+            publish_match(app, m, queue=queue)
+        counts = clean.wait_drained(12, timeout=60)
+        assert counts.applied == 12
+        after = scrape(procs.ports["linger"])
+        assert total(after, "ratings_batch_size_sum") - total(before, "ratings_batch_size_sum") == 11
+        transactions = total(after, "ratings_batch_size_count") - total(before, "ratings_batch_size_count")
+    finally:
+        procs.stop_all()
+        env.redis.delete(queue, f"_kombu.binding.{queue}")
+    if linger:
+        assert transactions <= 3, f"{transactions} transactions: the matches that came during the linger were not applied together"
+    else:
+        assert transactions >= 6, f"{transactions} transactions: without a linger, matches 40 ms apart were still applied together"

@@ -244,14 +244,19 @@ def test_batching_needs_a_visibility_timeout_above_two_time_limits():
 
 
 @pytest.mark.parametrize("field", [{"batch_size": 0}, {"batch_size": 1001}, {"batch_flush_interval": -1},
-                                   {"batch_flush_interval": 2}])
+                                   {"batch_flush_interval": 2}, {"poll_linger": -0.01}, {"poll_linger": 0.6}])
 def test_batch_settings_out_of_range_are_refused(field):
-    """Batch size 1 to 1000, flush interval 0 to 1 s."""
+    """Batch size 1 to 1000, flush interval 0 to 1 s, poll linger 0 to 0.5 s."""
     with pytest.raises(ValueError):
         Settings(**field)
 
 
 def test_batch_defaults_are_pinned():
-    """Defaults: up to 100 matches per transaction, 2 ms linger."""
+    """Defaults: up to 100 matches per transaction, 2 ms linger in the buffer, 25 ms before the
+    next poll once a poll emptied the queue; the linger reaches the Redis transport's options."""
     s = Settings()
-    assert (s.batch_size, s.batch_flush_interval) == (100, 0.002)
+    assert (s.batch_size, s.batch_flush_interval, s.poll_linger) == (100, 0.002, 0.025)
+    from celery import Celery
+
+    from worker.service.celery_app import configure
+    assert configure(Celery(), s).conf.broker_transport_options["poll_linger"] == 0.025

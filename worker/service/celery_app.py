@@ -58,6 +58,7 @@ def configure(app: Celery, settings: Settings) -> Celery:
             "visibility_timeout": settings.visibility_timeout,
             "unacked_restore_interval": settings.restore_interval,
             "unacked_restore_throttle": 1,
+            "poll_linger": settings.poll_linger,
         },
         task_serializer="json",
         accept_content=["json"],
