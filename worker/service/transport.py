@@ -242,7 +242,8 @@ class Channel(kombu_redis.Channel):
     _poll_not_before = 0.0  # monotonic time before which no poll starts (a linger)
     _shared_client = None  # the client conn_or_acquire hands out (on the channel's connection pool)
 
-    from_transport_options = kombu_redis.Channel.from_transport_options + ("poll_linger",)
+    # kombu types the option tuple by its exact length; one name more is still a tuple of names
+    from_transport_options = kombu_redis.Channel.from_transport_options + ("poll_linger",)  # type: ignore[assignment]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -573,7 +574,8 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
     ledger turns into a counted duplicate.
     """
 
-    from_transport_options = kombu_redis.SentinelChannel.from_transport_options + ("poll_linger",)
+    # kombu types the option tuple by its exact length; one name more is still a tuple of names
+    from_transport_options = kombu_redis.SentinelChannel.from_transport_options + ("poll_linger",)  # type: ignore[assignment]
 
 
 class SentinelTransport(kombu_redis.SentinelTransport):
