@@ -844,7 +844,7 @@ def test_keda_scales_the_worker_on_the_queue_it_consumes():
     assert trigger["type"] == "redis"
     assert trigger["metadata"]["listName"] == _config()["RATINGS_QUEUE"] == _default("queue")
     # kombu's default priority lists (priority 3-5, 6-8, 9), named as the worker consumes them
-    from worker.service.transport import queue_keys
+    from worker.service.redis_queue import queue_keys
     assert [t["metadata"]["listName"] for t in priority_lists] == [
         k for k in queue_keys(trigger["metadata"]["listName"]) if k[-2:-1] == "\x16" and k[-1] in "369"]
     assert all(t["type"] == "redis" and t["authenticationRef"] == trigger["authenticationRef"] for t in priority_lists)

@@ -13,7 +13,7 @@ from worker.broker_durability import broker_durability
 from worker.consumer.lag import consumer_lag
 from worker.ops.verify import verify_ladder
 from worker.redis_url import redis_client, short_error
-from worker.service.transport import queue_keys
+from worker.service.redis_queue import queue_keys
 from worker.settings import Settings
 from worker.store.connection import Connection, DatabaseError, connect
 from worker.store.locking import hottest_lock_waits
@@ -33,7 +33,7 @@ class Finding:
 def queue_depth(client: redis.Redis, queue: str) -> tuple[int, int]:
     """(queued, reserved-but-unacknowledged) messages of ``queue`` on the Redis broker; queued
     counts every list a producer can fill for the queue, priority lists included
-    (:func:`worker.service.transport.queue_keys`)."""
+    (:func:`worker.service.redis_queue.queue_keys`)."""
     with client.pipeline(transaction=False) as pipe:
         for key in queue_keys(queue):
             pipe.llen(key)

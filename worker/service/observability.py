@@ -107,7 +107,7 @@ class DatabaseCollector:
     ``ratings_outbox_unpublished``; ``ratings_stream_length``; ``ratings_rating_pool_drift`` per
     ladder: sum of ratings minus initial rating × players (rating points; inflation when > 0);
     ``ratings_queue_messages`` (when ``queue`` is given): messages waiting in every list of the
-    queue (:func:`worker.service.transport.queue_keys`, priority lists included), or on RabbitMQ
+    queue (:func:`worker.service.redis_queue.queue_keys`, priority lists included), or on RabbitMQ
     (``rabbitmq``: broker URL and CA file) the queue's ready messages; the hottest
     player row lock waits (:func:`worker.service.lock_metrics.lock_wait_gauges`).
     """
@@ -156,7 +156,7 @@ class DatabaseCollector:
 
                 queued.add_metric([], float(rabbitmq_queue_depth(self.rabbitmq[0], self.queue, self.rabbitmq[1], 3)))
             elif self.queue is not None:
-                from worker.service.transport import queue_keys
+                from worker.service.redis_queue import queue_keys
 
                 queued.add_metric([], float(sum(self.redis.llen(key) for key in queue_keys(self.queue))))
         except Exception:  # noqa: BLE001 - the broker may be down; readiness reports it
