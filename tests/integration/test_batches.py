@@ -198,6 +198,7 @@ def test_messages_queued_while_the_workers_are_stopped_are_applied_in_batches(cl
     assert transactions_after - transactions_before < 280 / 2, "the matches were not applied in batches"
 
 
+@pytest.mark.redis_broker  # the linger is the Redis transport's: not run on the RabbitMQ pass
 @pytest.mark.parametrize("linger", [0.5, 0.0])
 def test_matches_arriving_while_a_worker_lingers_are_applied_together(clean, env, tmp_path, linger):
     """A worker of its own (one node, one child, a queue of its own). One match, then ten more
