@@ -28,7 +28,7 @@ from worker.store.migrate import migrate
 
 pytestmark = pytest.mark.integration
 
-TABLES = ("ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters, ladders, policies, rebuilds, "
+TABLES = ("ledger, players, rating_changes, outbox, outbox_pending, duplicate_deliveries, dead_letters, ladders, policies, rebuilds, "
           "player_lock_waits, corrections")
 
 

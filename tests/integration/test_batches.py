@@ -127,7 +127,7 @@ def test_many_matches_of_a_few_players_in_one_batch_apply_in_queue_order(service
     final = ratings(clean)
     # The same matches one per transaction (the batch-of-one path) on fresh tables give the same ratings.
     with clean.connect() as conn:
-        conn.execute("TRUNCATE ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters "
+        conn.execute("TRUNCATE ledger, players, rating_changes, outbox, outbox_pending, duplicate_deliveries, dead_letters "
                      "RESTART IDENTITY CASCADE")
     for n, m in enumerate(messages):
         one = [None]

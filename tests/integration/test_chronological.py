@@ -53,7 +53,7 @@ def run_once(env, publisher, messages: list[dict]) -> tuple[dict, int]:
     """Publish ``messages`` in the order given to the two workers; the stored ratings and the
     number of matches that arrived late."""
     with env.connect() as conn:
-        conn.execute("TRUNCATE ledger, players, rating_changes, outbox, duplicate_deliveries, dead_letters, "
+        conn.execute("TRUNCATE ledger, players, rating_changes, outbox, outbox_pending, duplicate_deliveries, dead_letters, "
                      "ladders, policies, rebuilds, player_lock_waits, corrections RESTART IDENTITY CASCADE")
     for m in messages:
         publisher(m)

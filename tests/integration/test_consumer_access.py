@@ -47,21 +47,26 @@ def test_events_read_prints_a_players_events_after_a_sequence_and_snapshot_the_c
 
 
 def test_outbox_prune_deletes_published_events_older_than_the_retention_and_keeps_unpublished_ones(clean, publisher):
-    """Of four events, two published 10 days ago: `outbox prune` (retention 7 days) deletes those two only;
-    one unpublished and 10 days old stays."""
+    """Of four published events, three written 10 days ago, one of which is made unpublished again (its
+    ``outbox_pending`` row back, held locked so that the relay skips it): `outbox prune` (retention 7
+    days) deletes the two old published ones only; the old unpublished one and the recent one stay."""
+    import psycopg
+
     publisher(match("pr-1", "a", "b"))
     publisher(match("pr-2", "c", "d"))
     clean.wait_drained(2)
     with clean.connect() as conn:
         ids = [r[0] for r in conn.execute("SELECT id FROM outbox ORDER BY id")]
-        conn.execute("UPDATE outbox SET published_at = now() - interval '10 days' WHERE id = ANY(%s)", (ids[:2],))
-        conn.execute("UPDATE outbox SET created_at = now() - interval '10 days' WHERE id = %s", (ids[2],))
-        conn.execute("UPDATE outbox SET published_at = NULL WHERE id = %s", (ids[2],))
-    pruned = run_cli(clean, "outbox", "prune")
-    assert pruned.returncode == 0 and "pruned 2 published events older than 7 days" in pruned.stdout
-    with clean.connect() as conn:
-        assert [r[0] for r in conn.execute("SELECT id FROM outbox ORDER BY id")] == ids[2:]
-        conn.execute("UPDATE outbox SET published_at = now() WHERE id = %s", (ids[2],))
+        assert conn.execute("SELECT count(*) FROM outbox_pending").fetchone()[0] == 0
+        conn.execute("UPDATE outbox SET created_at = now() - interval '10 days' WHERE id = ANY(%s)", (ids[:3],))
+    with psycopg.connect(clean.database_url) as holder:
+        holder.execute("INSERT INTO outbox_pending (id) VALUES (%s)", (ids[2],))
+        holder.commit()
+        assert holder.execute("SELECT id FROM outbox_pending WHERE id = %s FOR UPDATE", (ids[2],)).fetchone()
+        pruned = run_cli(clean, "outbox", "prune")
+        assert pruned.returncode == 0 and "pruned 2 published events older than 7 days" in pruned.stdout
+        assert [r[0] for r in holder.execute("SELECT id FROM outbox ORDER BY id")] == ids[2:]
+        holder.execute("DELETE FROM outbox_pending WHERE id = %s", (ids[2],))
 
 
 def test_consumer_lag_shows_in_the_relay_metrics_and_fails_doctor_past_the_threshold(clean, publish_in_order):
@@ -215,7 +220,7 @@ def test_a_consumer_away_longer_than_the_retention_takes_the_snapshot_then_the_l
     publish_in_order([match(f"away-{n}", "amy", "bea") for n in range(2, 5)])
     clean.wait_stream(10)
     with clean.connect() as conn:
-        conn.execute("UPDATE outbox SET published_at = now() - interval '30 days'")
+        conn.execute("UPDATE outbox SET created_at = now() - interval '30 days'")
     assert "pruned 10 published events" in run_cli(clean, "outbox", "prune").stdout
     clean.redis.xtrim(clean.stream, maxlen=1, approximate=False)
     consumer.run_until_idle()

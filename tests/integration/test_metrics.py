@@ -122,8 +122,8 @@ def test_relay_readiness_fails_when_the_broker_is_unreachable_and_when_the_outbo
                     "INSERT INTO outbox (event_id, payload, created_at) VALUES (gen_random_uuid(), '{}', "
                     "now() - interval '2 minutes') RETURNING id").fetchone()[0]
                 holder.commit()
-                locked = holder.execute("SELECT published_at IS NULL FROM outbox WHERE id = %s FOR UPDATE",
-                                        (row_id,)).fetchone()[0]
+                locked = holder.execute("SELECT id FROM outbox_pending WHERE id = %s FOR UPDATE",
+                                        (row_id,)).fetchone() is not None
                 if locked:
                     break
                 holder.execute("DELETE FROM outbox WHERE id = %s", (row_id,))
@@ -131,6 +131,7 @@ def test_relay_readiness_fails_when_the_broker_is_unreachable_and_when_the_outbo
             assert locked, "the active relay published the test row every time before it could be locked"
             status, body = get(lagging.ports["lag-relay"], "/readyz")
             assert status == 503 and body["outbox_lag_seconds"] >= 119, body
+            holder.execute("DELETE FROM outbox_pending WHERE id = %s", (row_id,))
             holder.execute("DELETE FROM outbox WHERE id = %s", (row_id,))
             holder.commit()
         status, body = get(lagging.ports["lag-relay"], "/readyz")

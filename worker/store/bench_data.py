@@ -8,8 +8,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "duplicate_deliveries", "dead_letters",
-                  "player_lock_waits", "corrections")
+SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "outbox_pending", "duplicate_deliveries",
+                  "dead_letters", "player_lock_waits", "corrections")
 """The tables a benchmark run empties between runs."""
 
 _SYNTHETIC_LEDGER = """

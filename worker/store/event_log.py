@@ -56,10 +56,13 @@ def read_snapshot(conn: psycopg.Connection, ladder: str | None = None,
 
 
 def prune_outbox(conn: psycopg.Connection, older_than_seconds: float) -> int:
-    """Delete outbox rows published more than ``older_than_seconds`` ago; return how many.
-    Unpublished rows are never deleted (the relay still has to publish them)."""
+    """Delete published outbox events written more than ``older_than_seconds`` ago (``created_at``;
+    the relay publishes an event moments after it is written); return how many. Unpublished events
+    (a row in ``outbox_pending``) are never deleted: the relay still has to publish them."""
     cur = conn.execute(
-        "DELETE FROM outbox WHERE published_at IS NOT NULL AND published_at < now() - make_interval(secs => %s)",
+        """DELETE FROM outbox o
+            WHERE o.created_at < now() - make_interval(secs => %s)
+              AND NOT EXISTS (SELECT 1 FROM outbox_pending p WHERE p.id = o.id)""",
         (older_than_seconds,),
     )
     return cur.rowcount

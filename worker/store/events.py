@@ -116,20 +116,23 @@ def event_payloads_json(payload: Any) -> str:
 
 
 def claim_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, str, Any]]:
-    """Lock up to ``limit`` unpublished outbox rows (``SKIP LOCKED``: relays may run in parallel).
+    """Lock up to ``limit`` unpublished outbox events: their rows of ``outbox_pending``
+    (``SKIP LOCKED``: relays may run in parallel; the outbox rows themselves are only read).
 
     Must run inside a transaction; returns ``(id, event_id, payload)`` in outbox order.
     """
     return conn.execute(
-        """SELECT id, event_id::text, payload FROM outbox WHERE published_at IS NULL
-            ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED""",
+        """SELECT o.id, o.event_id::text, o.payload
+             FROM outbox_pending p JOIN outbox o ON o.id = p.id
+            ORDER BY p.id LIMIT %s FOR UPDATE OF p SKIP LOCKED""",
         (limit,),
     ).fetchall()
 
 
 def mark_published(conn: psycopg.Connection, ids: Sequence[int]) -> None:
-    """Mark outbox rows published (inside the transaction that claimed them)."""
-    conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY(%s)", (list(ids),))
+    """Mark outbox events published: delete their ``outbox_pending`` rows (inside the transaction
+    that claimed them). The event rows are not written again (migration 0008)."""
+    conn.execute("DELETE FROM outbox_pending WHERE id = ANY(%s)", (list(ids),))
 
 
 RELAY_LOCK_KEY = 0x5241_5449_4E47  # "RATING"

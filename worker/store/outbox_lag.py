@@ -18,7 +18,7 @@ class OutboxLag:
 
 
 def outbox_lag(conn: psycopg.Connection, limit_seconds: float = 0.0) -> OutboxLag:
-    """The outbox's lag now: rows with ``published_at IS NULL``, the age of the oldest (seconds, from
+    """The outbox's lag now: events not yet published (``outbox_pending``), the age of the oldest (seconds, from
     ``created_at``; 0.0 when the outbox is drained) and how many are older than ``limit_seconds``.
 
     Used by the relay's lag gauge, the worker's metrics and ``ratings doctor``.
@@ -27,7 +27,7 @@ def outbox_lag(conn: psycopg.Connection, limit_seconds: float = 0.0) -> OutboxLa
         """SELECT count(*),
                   coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8,
                   count(*) FILTER (WHERE created_at < now() - make_interval(secs => %s))
-             FROM outbox WHERE published_at IS NULL""",
+             FROM outbox_pending p JOIN outbox o ON o.id = p.id""",
         (limit_seconds,),
     ).fetchone()
     assert row is not None  # an aggregate always returns one row

@@ -45,7 +45,7 @@ def counts(conn: psycopg.Connection) -> Counts:
         """
         SELECT (SELECT count(*) FROM ledger), (SELECT count(*) FROM duplicate_deliveries),
                (SELECT count(*) FROM dead_letters), (SELECT count(*) FROM outbox),
-               (SELECT count(*) FROM outbox WHERE published_at IS NULL)
+               (SELECT count(*) FROM outbox_pending)
         """
     ).fetchone()
     assert row is not None  # scalar subqueries: always one row
