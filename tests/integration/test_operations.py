@@ -65,7 +65,8 @@ def test_doctor_passes_on_a_healthy_service_and_fails_on_open_dead_letters_and_t
 
 
 def test_the_worker_role_can_read_and_write_but_not_alter_the_tables(clean):
-    """A login user granted ratings_worker inserts and updates rows but cannot ALTER or DROP a table."""
+    """A login user granted ratings_worker inserts and updates rows (an outbox row adds its
+    ``outbox_pending`` row, which the relay locks and deletes) but cannot ALTER or DROP a table."""
     with clean.connect() as conn:
         conn.execute("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ratings_app_test') "
                      "THEN CREATE ROLE ratings_app_test LOGIN; END IF; END $$")
@@ -75,6 +76,11 @@ def test_the_worker_role_can_read_and_write_but_not_alter_the_tables(clean):
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("INSERT INTO dead_letters (reason_code, detail, raw_body) VALUES ('x', 'role test', '{}')")
         conn.execute("UPDATE dead_letters SET detail = 'updated' WHERE reason_code = 'x'")
+        with conn.transaction(force_rollback=True):  # the outbox as the worker and the relay use it
+            row_id = conn.execute("INSERT INTO outbox (event_id, payload) VALUES (gen_random_uuid(), '{}') "
+                                  "RETURNING id").fetchone()[0]
+            assert conn.execute("SELECT id FROM outbox_pending WHERE id = %s FOR UPDATE", (row_id,)).fetchone()
+            assert conn.execute("DELETE FROM outbox_pending WHERE id = %s", (row_id,)).rowcount == 1
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("ALTER TABLE players ADD COLUMN evil int")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):

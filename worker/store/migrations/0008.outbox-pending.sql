@@ -34,7 +34,7 @@ CREATE INDEX outbox_created_at ON outbox USING brin (created_at);
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ratings_worker') THEN
-        GRANT SELECT, INSERT, DELETE ON outbox_pending TO ratings_worker;
+        GRANT SELECT, INSERT, UPDATE, DELETE ON outbox_pending TO ratings_worker;  -- UPDATE: the relay locks rows FOR UPDATE
     END IF;
 END
 $$;
