@@ -1,7 +1,8 @@
 """The outbox relay: publishes committed rating-changed events to a Redis Stream.
 
-Each round claims a batch of unpublished outbox rows (``FOR UPDATE SKIP LOCKED``), ``XADD``s them
-in one pipeline with the event id in each entry, then marks them published and commits.
+Each round takes a batch of unpublished events in one statement (their ``outbox_pending`` rows
+locked ``FOR UPDATE SKIP LOCKED`` and deleted), ``XADD``s them in one pipeline with the event id in
+each entry, then commits: the events are marked published by the same commit.
 
 Several relays may run, but only one publishes at a time: each holds out for a PostgreSQL session
 advisory lock, and the others wait as hot standbys and take over within ``relay_idle_wait`` seconds
@@ -41,7 +42,7 @@ def relay_once(conn: Connection, client: redis.Redis, settings: Settings,
                faults: FaultInjector | None = None) -> int:
     """Publish one batch of unpublished events; return how many were published (maybe 0)."""
     with conn.transaction():
-        rows = repository.claim_unpublished(conn, settings.relay_batch_size)
+        rows = repository.take_unpublished(conn, settings.relay_batch_size)
         if not rows:
             return 0
         pipe = client.pipeline(transaction=False)
@@ -55,7 +56,6 @@ def relay_once(conn: Connection, client: redis.Redis, settings: Settings,
         pipe.execute()
         if faults is not None:
             faults.hit("relay_after_xadd")
-        repository.mark_published(conn, [row[0] for row in rows])
     return len(rows)
 
 

@@ -40,13 +40,12 @@ from worker.store.events import (  # noqa: F401
     EVENT_NAMESPACE,
     OUTBOX_CHANNEL,
     REBUILD_EVENT_NAMESPACE,
-    claim_unpublished,
     event_id_for,
     event_payloads_json,
-    mark_published,
     match_events_json,
     rating_changed_json,
     rebuild_event_id,
+    take_unpublished,
 )
 from worker.store.ladders import (  # noqa: F401
     DEFAULT_ORDER,

@@ -138,7 +138,7 @@ def _annul(cur: psycopg.Cursor, ids: list[str], reason: str, by: str, ladders: M
         cur.execute("UPDATE ledger SET annulled = true WHERE match_id = ANY(%b)", (gone,))
         cur.execute("INSERT INTO annulments (match_id, ladder, reason, annulled_by, correction_id) "
                     "SELECT m, %b, %b, %b, %b FROM unnest(%b::text[]) AS m", (ladder, reason, by, correction_id, gone))
-        write_rating_rows(cur, history, [(e["event_id"], j) for e, j in
+        write_rating_rows(cur, history, [(e["event_id"], j, None) for e, j in
                                          zip(corrections, correction_events_json(corrections, occurred_at))],
                           superseded, players)
         result.annulled.extend(gone)

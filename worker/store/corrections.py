@@ -126,40 +126,84 @@ def _no_change(player_id: str, rating: float) -> RatingChange:
     return RatingChange(player_id, rating, rating, 0.5, 0.5, 0.0, "draw")
 
 
-def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tuple[Any, str]],
-                      superseded: list[tuple[int, int]], players: list[tuple]) -> None:
-    """The writes of a rating or correction transaction, one round trip per kind: mark the
-    ``superseded`` history rows ((row id, correction id)), COPY the new ``history`` rows and the
-    ``outbox`` rows ((event id, JSON)), update the ``players`` rows ((ladder, player_id, Standing,
-    last finished_at, last order key, extra events)), and wake the relay."""
+def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tuple[Any, str, str | None]],
+                      superseded: list[tuple[int, int]], players: list[tuple],
+                      ledger: list[tuple] | None = None) -> dict[str, int]:
+    """The writes of a rating or correction transaction: mark the ``superseded`` history rows
+    ((row id, correction id)) first, then one statement (one round trip, data-modifying ``WITH``
+    clauses) inserts the new ``ledger`` rows (the 10 columns of :data:`LEDGER_COLUMNS`, in apply
+    order; ``ON CONFLICT (match_id) DO NOTHING``), the new ``history`` rows (17 columns, the
+    ``rating_changes`` ones; a first column ``None`` takes the ``seq`` of the ledger row of its
+    match id inserted here), the ``outbox`` rows ((event id, JSON, the match id of the new ledger
+    row the event belongs to or ``None``)) in order, updates the ``players`` rows ((ladder,
+    player_id, Standing, last finished_at, last order key, extra events)) and wakes the relay
+    (``NOTIFY``).
+
+    Returns ``{match_id: seq}`` of the ledger rows inserted: fewer than ``ledger`` when a concurrent
+    transaction committed one of the match ids first. The history and outbox rows of such a match
+    are left out (their keys derive from the match id: they would collide with the winner's), so
+    the statement succeeds and the caller raises and rolls back. Raises ``psycopg.Error`` on
+    database failures."""
     if superseded:  # before the new rows: the current row of a (match, player) is unique
         cur.execute("UPDATE rating_changes r SET superseded_by = u.c FROM unnest(%b::bigint[], %b::bigint[]) "
                     "AS u(i, c) WHERE r.id = u.i", ([i for i, _ in superseded], [c for _, c in superseded]))
-    # History and outbox rows go in by COPY: no conflict is possible once the ledger rows are in
-    # (their unique keys derive from the match ids), and COPY is the cheapest way in for many rows.
-    with cur.copy("COPY rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, "
-                  "rating_after, expected_score, actual_score, k_factor, result, event_id, occurred_at, "
-                  "generation, policy_version, peak_before, season_before) FROM STDIN") as copy:
-        for row in history:
-            copy.write_row(row)
-    with cur.copy("COPY outbox (event_id, payload) FROM STDIN") as copy:
-        for row in outbox:
-            copy.write_row(row)
-    cur.execute(
-        """
-        UPDATE players p SET rating = u.rating, games_played = u.games, wins = u.w, draws = u.d, losses = u.l,
-               peak_rating = u.peak, last_finished_at = greatest(p.last_finished_at, u.last),
-               last_order_at = u.oat, last_order_match = u.omid, rebuild_events = u.extra,
-               season = u.season, updated_at = now()
-          FROM unnest(%b::text[], %b::text[], %b::float8[], %b::int[], %b::int[], %b::int[], %b::int[],
-                      %b::float8[], %b::timestamptz[], %b::text[], %b::timestamptz[], %b::text[], %b::int[])
-               AS u(ladder, player_id, rating, games, w, d, l, peak, last, season, oat, omid, extra)
-         WHERE p.ladder = u.ladder AND p.player_id = u.player_id
-        """,
-        ([p[0] for p in players], [p[1] for p in players], [float(p[2].rating) for p in players],
+    ledger = ledger or []
+    columns = [list(c) for c in zip(*ledger)] if ledger else [[] for _ in range(10)]
+    history_columns = [list(c) for c in zip(*history)] if history else [[] for _ in range(17)]
+    history_columns[0] = [None if s is None else int(s) for s in history_columns[0]]
+    row = cur.execute(
+        _WRITE,
+        [*columns, *history_columns, [e for e, _, _ in outbox], [j for _, j, _ in outbox], [m for _, _, m in outbox],
+         [p[0] for p in players], [p[1] for p in players], [float(p[2].rating) for p in players],
          [p[2].games_played for p in players], [p[2].wins for p in players], [p[2].draws for p in players],
          [p[2].losses for p in players], [float(p[2].peak_rating) for p in players], [p[3] for p in players],
          [p[2].season for p in players], [p[4][0] if p[4] else None for p in players],
-         [p[4][1] if p[4] else None for p in players], [p[5] for p in players]),
-    )
-    cur.execute("SELECT pg_notify(%b, '')", (OUTBOX_CHANNEL,))
+         [p[4][1] if p[4] else None for p in players], [p[5] for p in players], OUTBOX_CHANNEL],
+    ).fetchone()
+    return dict(zip(row[0], row[1]))
+
+
+LEDGER_COLUMNS = ("match_id", "ladder", "payload_hash", "payload", "finished_at", "order_at", "out_of_order",
+                  "placed_at_end", "task_id", "policy_version")
+"""The ledger columns a rating transaction writes, in the order of its ledger rows."""
+
+_WRITE = """
+WITH led AS (
+    INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, order_at, out_of_order,
+                        placed_at_end, task_id, policy_version)
+    SELECT m, l, h, p::jsonb, f, a, o, e, t, v
+      FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::timestamptz[],
+                  %b::bool[], %b::bool[], %b::text[], %b::text[]) WITH ORDINALITY AS u(m, l, h, p, f, a, o, e, t, v, n)
+     ORDER BY n
+    ON CONFLICT (match_id) DO NOTHING RETURNING match_id, seq),
+hist AS (
+    INSERT INTO rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, rating_after,
+                                expected_score, actual_score, k_factor, result, event_id, occurred_at,
+                                generation, policy_version, peak_before, season_before)
+    SELECT coalesce(u.s, led.seq), u.m, u.l, u.pid, u.q, u.rb, u.ra, u.es, u.acs, u.k, u.r, u.eid, u.at, u.g, u.v,
+           u.pk, u.sn
+      FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::int[], %b::float8[], %b::float8[],
+                  %b::float8[], %b::float8[], %b::float8[], %b::text[], %b::uuid[], %b::timestamptz[], %b::bigint[],
+                  %b::text[], %b::float8[], %b::text[])
+           WITH ORDINALITY AS u(s, m, l, pid, q, rb, ra, es, acs, k, r, eid, at, g, v, pk, sn, n)
+      LEFT JOIN led ON u.s IS NULL AND led.match_id = u.m
+     WHERE u.s IS NOT NULL OR led.seq IS NOT NULL
+     ORDER BY u.n),
+ev AS (
+    INSERT INTO outbox (event_id, payload)
+    SELECT e, p::jsonb FROM unnest(%b::uuid[], %b::text[], %b::text[]) WITH ORDINALITY AS u(e, p, m, n)
+     WHERE u.m IS NULL OR EXISTS (SELECT 1 FROM led WHERE led.match_id = u.m)
+     ORDER BY n),
+pl AS (
+    UPDATE players p SET rating = u.rating, games_played = u.games, wins = u.w, draws = u.d, losses = u.l,
+           peak_rating = u.peak, last_finished_at = greatest(p.last_finished_at, u.last),
+           last_order_at = u.oat, last_order_match = u.omid, rebuild_events = u.extra,
+           season = u.season, updated_at = now()
+      FROM unnest(%b::text[], %b::text[], %b::float8[], %b::int[], %b::int[], %b::int[], %b::int[],
+                  %b::float8[], %b::timestamptz[], %b::text[], %b::timestamptz[], %b::text[], %b::int[])
+           AS u(ladder, player_id, rating, games, w, d, l, peak, last, season, oat, omid, extra)
+     WHERE p.ladder = u.ladder AND p.player_id = u.player_id)
+SELECT coalesce((SELECT array_agg(match_id ORDER BY seq) FROM led), '{}'),
+       coalesce((SELECT array_agg(seq ORDER BY seq) FROM led), '{}'),
+       pg_notify(%b, '')
+"""

@@ -115,24 +115,21 @@ def event_payloads_json(payload: Any) -> str:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
-def claim_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, str, Any]]:
-    """Lock up to ``limit`` unpublished outbox events: their rows of ``outbox_pending``
-    (``SKIP LOCKED``: relays may run in parallel; the outbox rows themselves are only read).
+def take_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, str, Any]]:
+    """Take up to ``limit`` unpublished outbox events, in one statement: lock their rows of
+    ``outbox_pending`` (``SKIP LOCKED``: relays may run in parallel), delete them, and return the
+    events ``(id, event_id, payload)`` in outbox order; the outbox rows themselves are only read.
 
-    Must run inside a transaction; returns ``(id, event_id, payload)`` in outbox order.
+    Must run inside a transaction, committed once the events are on the stream: a relay that
+    fails before the commit rolls the delete back, and the events are taken again (at least once).
     """
     return conn.execute(
-        """SELECT o.id, o.event_id::text, o.payload
-             FROM outbox_pending p JOIN outbox o ON o.id = p.id
-            ORDER BY p.id LIMIT %s FOR UPDATE OF p SKIP LOCKED""",
+        """WITH taken AS (DELETE FROM outbox_pending
+                           WHERE id IN (SELECT id FROM outbox_pending ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)
+                          RETURNING id)
+           SELECT o.id, o.event_id::text, o.payload FROM taken JOIN outbox o ON o.id = taken.id ORDER BY o.id""",
         (limit,),
     ).fetchall()
-
-
-def mark_published(conn: psycopg.Connection, ids: Sequence[int]) -> None:
-    """Mark outbox events published: delete their ``outbox_pending`` rows (inside the transaction
-    that claimed them). The event rows are not written again (migration 0008)."""
-    conn.execute("DELETE FROM outbox_pending WHERE id = ANY(%s)", (list(ids),))
 
 
 RELAY_LOCK_KEY = 0x5241_5449_4E47  # "RATING"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,13 @@ def ladder_record(conn: psycopg.Connection | psycopg.Cursor, ladder: str) -> Lad
     return LadderRecord(*row) if row else None
 
 
+def ladder_records(cur: psycopg.Cursor, ladders: Sequence[str]) -> dict[str, LadderRecord]:
+    """The rows of ``ladders`` for each of ``ladders`` that has one, in one statement."""
+    return {row[0]: LadderRecord(*row) for row in cur.execute(
+        "SELECT ladder, policy_version, generation, apply_order, order_boundary FROM ladders WHERE ladder = ANY(%b)",
+        (list(ladders),))}
+
+
 def stored_policy(conn: psycopg.Connection | psycopg.Cursor, version: str) -> RatingPolicy:
     """The engine policy recorded as ``version`` in ``policies`` (cached per process).
 
@@ -100,11 +108,14 @@ DEFAULT_ORDER = "finished-at"
 
 
 def ladder_in_force(
-    cur: psycopg.Cursor, ladder: str, configured: RatingPolicy, content: dict[str, Any] | None = None
+    cur: psycopg.Cursor, ladder: str, configured: RatingPolicy, content: dict[str, Any] | None = None,
+    records: dict[str, LadderRecord] | None = None,
 ) -> tuple[RatingPolicy, int, str]:
     """:func:`policy_in_force` and the ladder's replay order (``"finished-at"``: chronological, the
-    default; ``"applied"``: arrival order, an explicit choice made with ``ratings rebuild --order``)."""
-    record = ladder_record(cur, ladder)
+    default; ``"applied"``: arrival order, an explicit choice made with ``ratings rebuild --order``).
+    ``records``: the ladders' rows as :func:`ladder_records` read them in this transaction (else
+    the row is read here)."""
+    record = records.get(ladder) if records is not None else ladder_record(cur, ladder)
     if record is None:
         if content is None or not configured.version:
             return configured, 0, DEFAULT_ORDER

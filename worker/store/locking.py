@@ -29,6 +29,16 @@ _SELECT = """
      ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
        FOR UPDATE OF p"""
 
+_FAST_SELECT = """
+    SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
+           p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match
+      FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
+     WHERE (SELECT bool_and(pg_try_advisory_xact_lock_shared(%b, hashtext(q))) FROM unnest(%b::text[]) AS q)
+     ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
+       FOR UPDATE OF p SKIP LOCKED"""
+"""The fast path of :func:`lock_players`: the ladders' queue lock taken shared without waiting and,
+only when got, every free row locked (``SKIP LOCKED``), in one statement."""
+
 
 REMEMBER_BLOCKED_SECONDS = 10.0
 """How long this process remembers a row it could not lock in time. While a busy row of a batch is
@@ -111,10 +121,9 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
             # A transaction waiting for rows holds its ladders' queue lock exclusively: while one
             # waits, the others queue behind it instead of taking, without waiting, the rows it has
             # not reached yet (which starved it, and made its matches late by thousands).
-            if not cur.execute("SELECT bool_and(pg_try_advisory_xact_lock_shared(%b, hashtext(l))) "
-                               "FROM unnest(%b::text[]) AS l", (QUEUE_LOCK_CLASS, ladders)).fetchone()[0]:
-                raise _Busy
-            result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
+            # One statement: the queue lock first (an InitPlan, run before the scan), then the rows;
+            # no row when the queue is held.
+            result.rows = cur.execute(_FAST_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall()
             got = {(r[0], r[1]) for r in result.rows}
             if len(got) < len(keys):
                 raise _Busy

@@ -32,7 +32,7 @@ from worker.store.events import (
     event_id_for,
     match_events_json,
 )
-from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force
+from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force, ladder_records
 from worker.store.locking import RATING_APPLICATION, deferred_matches, lock_players, record_lock_waits
 
 
@@ -94,22 +94,35 @@ DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_m
 """Limits of a transaction whose caller gave none (tools and tests)."""
 
 
-def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts) -> None:
+def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts | None,
+                       match_ids: Sequence[str] = ()) -> dict[str, tuple[str, str | None]]:
     """Apply ``timeouts`` to the current transaction only (``set_config(..., true)``, i.e. ``SET
     LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires. The
     transaction's ``application_name`` becomes :data:`worker.store.locking.RATING_APPLICATION`, so
-    a rating transaction waiting for rows can tell a peer from a stuck session."""
-    cur.execute("SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true), "
-                "set_config('idle_in_transaction_session_timeout', %s, true), set_config('application_name', %s, true)",
-                (f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms",
-                 f"{int(timeouts.idle_in_transaction_ms)}ms", RATING_APPLICATION))
-    keepalives = {"tcp_keepalives_idle": timeouts.tcp_keepalives_idle_s,
-                  "tcp_keepalives_interval": timeouts.tcp_keepalives_interval_s,
-                  "tcp_keepalives_count": timeouts.tcp_keepalives_count}
-    names = [name for name, value in keepalives.items() if value]
-    if names:  # ignored by the server on a Unix socket
-        cur.execute("SELECT " + ", ".join(f"set_config('{name}', %s, true)" for name in names),
-                    [str(int(keepalives[name])) for name in names])
+    a rating transaction waiting for rows can tell a peer from a stuck session; the server's TCP
+    keepalives are set too (ignored on a Unix socket).
+
+    In the same statement (one round trip), the ledger rows of ``match_ids`` are read: returns
+    ``{match_id: (payload_hash, task_id)}`` of those already applied. ``timeouts`` None: the
+    lookup alone (the session's settings stay in force)."""
+    names: list[str] = []
+    values: list[str] = []
+    if timeouts is not None:
+        names = ["lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout", "application_name"]
+        values = [f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms",
+                  f"{int(timeouts.idle_in_transaction_ms)}ms", RATING_APPLICATION]
+        for name, value in (("tcp_keepalives_idle", timeouts.tcp_keepalives_idle_s),
+                            ("tcp_keepalives_interval", timeouts.tcp_keepalives_interval_s),
+                            ("tcp_keepalives_count", timeouts.tcp_keepalives_count)):
+            if value:
+                names.append(name)
+                values.append(str(int(value)))
+    # the settings first (left to right), then the lookup, which needs none of them
+    row = cur.execute(
+        "SELECT count(set_config(n, v, true)), (SELECT array_agg(ARRAY[match_id, payload_hash, task_id]) "
+        "FROM ledger WHERE match_id = ANY(%b)) FROM unnest(%b::text[], %b::text[]) AS s(n, v)",
+        (list(match_ids), names, values)).fetchone()
+    return {mid: (h, t) for mid, h, t in (row[1] or [])}
 
 
 def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts) -> tuple[str, str]:
@@ -167,12 +180,15 @@ def apply_batch(
        so a player in several matches sees the earlier ones' results; each match gets its own
        ledger ``seq`` (queue order, after the locks), history rows, and typed
        :class:`schemas.RatingChanged` events whose per-player ``sequence`` grows by one per match;
-    4. ledger, players, duplicate deliveries and dead letters are written with one multi-row
-       statement each (``unnest`` of arrays sent in binary), history and outbox rows by ``COPY``;
-       one ``NOTIFY``; ``before_correction_commit`` runs when the transaction re-rated stored
-       matches (a correction), then ``before_commit``, then COMMIT.
+    4. ledger, history and outbox rows, the players' new states and the ``NOTIFY`` go in one
+       statement (:func:`worker.store.corrections.write_rating_rows`: data-modifying ``WITH``
+       clauses over ``unnest`` of arrays sent in binary); duplicate deliveries and dead letters
+       one multi-row statement each; ``before_correction_commit`` runs when the transaction
+       re-rated stored matches (a correction), then ``before_commit``, then COMMIT. A transaction
+       that applies matches without waiting is 10 statements, BEGIN and COMMIT included.
 
-    ``timeouts`` (milliseconds) are applied first with ``SET LOCAL`` (they end with the transaction:
+    ``timeouts`` (milliseconds) are applied first with ``SET LOCAL``, in the ledger lookup's
+    statement (:func:`set_local_timeouts`; they end with the transaction:
     no session state, so the connection may come through PgBouncer in transaction mode), with
     ``idle_in_transaction_session_timeout`` (a frozen caller loses its session and locks) and the
     server's TCP keepalives.
@@ -189,9 +205,9 @@ def apply_batch(
     results: list[Handled | None] = [None] * len(entries)
     try:
         with conn.transaction(), conn.cursor() as cur:
-            if timeouts is not None:
-                set_local_timeouts(cur, timeouts)
-            lock_wait = _classify_and_apply(cur, entries, results, timeouts or DEFAULT_TIMEOUTS)
+            match_ids = sorted({e.payload["match_id"] for e in entries if isinstance(e, BatchMatch)})
+            stored = set_local_timeouts(cur, timeouts, match_ids)
+            lock_wait = _classify_and_apply(cur, entries, stored, results, timeouts or DEFAULT_TIMEOUTS)
             if before_correction_commit is not None and any(r is not None and r.rerated for r in results):
                 before_correction_commit()
             if before_commit is not None:
@@ -202,14 +218,10 @@ def apply_batch(
     return results, lock_wait  # type: ignore[return-value]
 
 
-def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry],
+def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry], stored: dict[str, tuple[str, str | None]],
                         results: list[Handled | None], limits: TransactionTimeouts) -> float | None:
-    """Steps 1 to 4 of :func:`apply_batch`; fills ``results``; returns the lock wait in seconds."""
-    match_ids = sorted({e.payload["match_id"] for e in entries if isinstance(e, BatchMatch)})
-    stored: dict[str, tuple[str, str | None]] = {}
-    if match_ids:
-        stored = {mid: (h, t) for mid, h, t in cur.execute(
-            "SELECT match_id, payload_hash, task_id FROM ledger WHERE match_id = ANY(%b)", (match_ids,))}
+    """Steps 1 to 4 of :func:`apply_batch` (``stored``: the batch's match ids already in the ledger,
+    ``{match_id: (payload_hash, task_id)}``); fills ``results``; returns the lock wait in seconds."""
 
     # 1. classify in queue order
     seen_tasks: set[str] = set()
@@ -307,7 +319,8 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     received_at = cur.execute(
         "SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))), now() FROM unnest(%b::text[]) AS l",
         (LADDER_LOCK_CLASS, ladders)).fetchone()[1]
-    in_force = {ladder: ladder_in_force(cur, ladder, configured[ladder].policy, configured[ladder].content)
+    records = ladder_records(cur, ladders)
+    in_force = {ladder: ladder_in_force(cur, ladder, configured[ladder].policy, configured[ladder].content, records)
                 for ladder in ladders}
     policies = {ladder: policy for ladder, (policy, _, _) in in_force.items()}
     chronological = {ladder for ladder, (_, _, order) in in_force.items() if order != "applied"}
@@ -461,23 +474,6 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
                             finished_at, mkey[0] if mkey is not None else min(finished_at, received_at),
                             late, at_end, m.task_id, policies[ladder].version or None))
 
-    # 4. the ledger first: its seq (apply order) is taken in queue order, after the locks
-    inserted = cur.execute(
-        """
-        INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, order_at, out_of_order,
-                            placed_at_end, task_id, policy_version)
-        SELECT m, l, h, p::jsonb, f, a, o, e, t, v
-          FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::timestamptz[],
-                      %b::bool[], %b::bool[], %b::text[], %b::text[])
-               WITH ORDINALITY AS u(m, l, h, p, f, a, o, e, t, v, n)
-         ORDER BY n
-        ON CONFLICT (match_id) DO NOTHING RETURNING match_id, seq
-        """,
-        [list(c) for c in zip(*ledger_rows)],
-    ).fetchall()
-    if len(inserted) != len(ledger_rows):  # a concurrent delivery of one of these match ids won
-        raise LedgerRace(f"{len(ledger_rows) - len(inserted)} match id(s) committed concurrently")
-    seqs: dict[str, int] = dict(inserted)
     occurred_at = datetime.now(UTC)
     history: list[tuple] = []
     events: list[dict[str, Any]] = []
@@ -493,12 +489,11 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         assert got is not None
         match_id = m.payload["match_id"]
         ladder = m.payload["ladder"]
-        seq = seqs[match_id]
         generation = in_force[ladder][1]
         version = policies[ladder].version or None
         for change, sequence, peak, season in zip(got.changes, got.games, got.peaks_before, got.seasons_before):
             event_id = event_id_for(match_id, change.player_id)
-            history.append((seq, match_id, ladder, change.player_id, sequence, float(change.rating_before),
+            history.append((None, match_id, ladder, change.player_id, sequence, float(change.rating_before),
                             float(change.rating_after), float(change.expected_score), float(change.actual_score),
                             float(change.k_factor), change.result, event_id, occurred_at, generation, version,
                             peak, season))
@@ -509,7 +504,7 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
                 "event_id": event_id, "match_id": match_id, "ladder": ladder, "change": change,
                 "sequence": number + 1, "games_played": games + 1, "out_of_order": late,
             })
-        results[positions[n]] = Handled(Outcome.APPLIED, None, match_id, ladder, late, seq, got.changes,
+        results[positions[n]] = Handled(Outcome.APPLIED, None, match_id, ladder, late, 0, got.changes,
                                         placed_at_end=at_end)
     corrections: list[dict[str, Any]] = []
     superseded: list[tuple[int, int]] = []
@@ -528,8 +523,15 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     touched = sorted({(lad, pid) for lad in ladders for pid in sweeps[lad].standings})
     players = [(lad, pid, sweeps[lad].standings[pid], last_finished.get((lad, pid)), new_keys.get((lad, pid)),
                 announced[(lad, pid)][2] - sweeps[lad].standings[pid].games_played) for lad, pid in touched]
-    write_rating_rows(cur, history, list(zip([e["event_id"] for e in events + corrections], outbox)), superseded,
-                      players)
+    # 4. one statement writes it all; the ledger's seq (apply order) is taken in queue order, after the locks
+    owners = [e["match_id"] for e in events] + [None] * len(corrections)  # a correction's: stored matches
+    seqs = write_rating_rows(cur, history, list(zip([e["event_id"] for e in events + corrections], outbox, owners)),
+                             superseded, players, ledger_rows)
+    if len(seqs) != len(ledger_rows):  # a concurrent delivery of one of these match ids won
+        raise LedgerRace(f"{len(ledger_rows) - len(seqs)} match id(s) committed concurrently")
+    for n, position in enumerate(positions):
+        results[position] = dataclasses.replace(results[position],  # type: ignore[type-var]
+                                                seq=seqs[matches[n].payload["match_id"]])
     return lock_wait
 
 

@@ -1,0 +1,123 @@
+"""The rating transaction's round trips (issue 16): a fixed number per transaction, whatever the
+batch size, and the one write statement's race with a concurrent delivery of the same match id.
+
+Round trips are counted from libpq's own trace of the frontend messages: each ``Query`` (simple
+protocol: BEGIN, SAVEPOINT, COMMIT) and each ``Sync`` (the end of an extended-protocol statement)
+is one exchange with the server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import pq
+
+from schemas import parse_match_finished
+from worker import store as repository
+from worker.bootstrap import load_ladder_policies
+from worker.outcome import Outcome
+from worker.settings import get_settings
+
+LIMITS = repository.TransactionTimeouts(5000, 30000, tcp_keepalives_idle_s=30, tcp_keepalives_interval_s=5,
+                                        tcp_keepalives_count=3)
+
+
+def entry(mid: str, a: str, b: str, minute: int, ladders) -> repository.BatchMatch:
+    """Elo 1v1, ``a`` beats ``b`` at 10:``minute`` on 2026-06-01, validated as the worker does."""
+    message = {"schema_version": 1, "match_id": mid, "ladder": "elo",
+               "finished_at": f"2026-06-01T10:{minute:02}:00Z", "side_a": {"players": [{"player_id": a}]},
+               "side_b": {"players": [{"player_id": b}]}, "outcome": "side_a_won"}
+    canonical = parse_match_finished(message).canonical_json()
+    return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
+                                 parse_match_finished(message).finished_at, ladders["elo"], f"task-{mid}")
+
+
+def round_trips(conn: psycopg.Connection, trace: Path, batch: list[repository.BatchMatch]) -> int:
+    """Apply ``batch`` on ``conn`` with libpq tracing to ``trace``; the frontend's Query and Sync
+    messages sent meanwhile."""
+    with trace.open("w") as out:
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            results, _ = repository.apply_batch(conn, batch, timeouts=LIMITS)
+        finally:
+            conn.pgconn.untrace()
+    assert [r.outcome for r in results] == [Outcome.APPLIED] * len(batch)
+    messages = [line.split("\t")[2] for line in trace.read_text().splitlines() if line.startswith("F\t")]
+    return sum(1 for m in messages if m in ("Query", "Sync"))
+
+
+def test_a_rating_transaction_takes_ten_round_trips_whatever_its_batch_size(clean, tmp_path):
+    """A batch applied without waiting for a lock: BEGIN, the SET LOCALs with the ledger lookup,
+    the ladder's shared lock, the ladder rows, the player rows, the player locks in a savepoint
+    (SAVEPOINT, one statement, RELEASE), the one write statement, COMMIT: 10, for 1 match as for
+    50 (it was 16 for one match, and a statement per ladder more), once the ladder has its row (the
+    first transaction of a ladder records its policy: 3 more)."""
+    ladders = load_ladder_policies(get_settings())
+    with psycopg.connect(clean.database_url, autocommit=True) as conn:
+        assert round_trips(conn, tmp_path / "first.trace", [entry("rt-0", "cid", "dan", 0, ladders)]) == 13
+        one = round_trips(conn, tmp_path / "one.trace", [entry("rt-1", "ann", "ben", 0, ladders)])
+        many = round_trips(conn, tmp_path / "many.trace",
+                           [entry(f"rt-{n}", f"p{n}", f"q{n}", n % 60, ladders) for n in range(2, 52)])
+        assert conn.execute("SELECT count(*) FROM rating_changes").fetchone()[0] == 2 * 52
+        assert conn.execute("SELECT count(*) FROM outbox").fetchone()[0] == 2 * 52
+    assert (one, many) == (10, 10)
+
+
+@pytest.mark.parametrize("players", [("cid", "dan"), ("ann", "ben")], ids=["another-payload", "same-payload"])
+def test_a_match_id_committed_meanwhile_rolls_the_whole_batch_back_as_a_ledger_race(clean, players):
+    """Transaction A applies ``race-1`` (ann beats ben) and pauses before its commit; transaction
+    B, which looked the ledger up before A committed, applies ``race-1`` (another payload with
+    other players, or the same payload) and ``race-2``, and waits for A's transaction (its ledger
+    row, or the player rows it created). Once A commits, B's one write statement skips ``race-1``
+    and, with it, its history and outbox rows (the same payload's event ids are A's): B raises
+    :class:`LedgerRace` and writes nothing (no ``race-2``, no player row of B's), so the batch can
+    be classified again."""
+    ladders = load_ladder_policies(get_settings())
+    paused, release = threading.Event(), threading.Event()
+
+    def before_commit() -> None:
+        paused.set()
+        assert release.wait(30)
+
+    def a() -> None:
+        with psycopg.connect(clean.database_url, autocommit=True) as conn:
+            repository.apply_batch(conn, [entry("race-1", "ann", "ben", 1, ladders)], before_commit, LIMITS)
+
+    first = threading.Thread(target=a)
+    first.start()
+    assert paused.wait(30)
+    raised: list[BaseException] = []
+
+    def b() -> None:
+        try:
+            with psycopg.connect(clean.database_url, autocommit=True) as conn:
+                repository.apply_batch(conn, [entry("race-1", *players, 1, ladders),
+                                              entry("race-2", "eve", "fay", 2, ladders)], timeouts=LIMITS)
+        except BaseException as exc:  # noqa: BLE001 - the assertion below names what was expected
+            raised.append(exc)
+
+    second = threading.Thread(target=b)
+    second.start()
+    with psycopg.connect(clean.direct_database_url, autocommit=True) as watch:
+        for _ in range(300):  # B waits for A's transaction (its ledger row, or its new player rows)
+            if watch.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                             "AND wait_event_type = 'Lock' AND wait_event = 'transactionid'").fetchone()[0]:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("transaction B never waited for A's transaction")
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert len(raised) == 1 and isinstance(raised[0], repository.LedgerRace), raised
+    with psycopg.connect(clean.database_url, autocommit=True) as conn:
+        assert conn.execute("SELECT match_id FROM ledger ORDER BY match_id").fetchall() == [("race-1",)]
+        assert conn.execute("SELECT DISTINCT match_id FROM rating_changes").fetchall() == [("race-1",)]
+        assert conn.execute("SELECT count(*) FROM outbox").fetchone()[0] == 2
+        assert conn.execute("SELECT player_id FROM players ORDER BY player_id").fetchall() == [("ann",), ("ben",)]
