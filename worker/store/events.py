@@ -122,10 +122,15 @@ def take_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, st
 
     Must run inside a transaction, committed once the events are on the stream: a relay that
     fails before the commit rolls the delete back, and the events are taken again (at least once).
+    Each part goes by index, whatever the size of the outbox and the dead rows of ``outbox_pending``:
+    the ids are taken as an array (``= ANY(ARRAY(...))``, not ``IN``, which planned a hash join over
+    the whole pending table) and each event is read by its id (the claim before this one
+    merge-joined from the outbox's first row, a cost growing with the outbox until it was pruned).
     """
     return conn.execute(
         """WITH taken AS (DELETE FROM outbox_pending
-                           WHERE id IN (SELECT id FROM outbox_pending ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)
+                           WHERE id = ANY(ARRAY(SELECT id FROM outbox_pending ORDER BY id LIMIT %s
+                                                   FOR UPDATE SKIP LOCKED))
                           RETURNING id)
            SELECT o.id, o.event_id::text, o.payload FROM taken JOIN outbox o ON o.id = taken.id ORDER BY o.id""",
         (limit,),
