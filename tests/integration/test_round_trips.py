@@ -7,8 +7,6 @@ is one exchange with the server."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 import time
 from pathlib import Path
@@ -17,24 +15,20 @@ import psycopg
 import pytest
 from psycopg import pq
 
-from schemas import parse_match_finished
 from worker import store as repository
 from worker.bootstrap import load_ladder_policies
 from worker.outcome import Outcome
 from worker.settings import get_settings
 
+from .test_chronological import elo_entry, elo_message
+
 LIMITS = repository.TransactionTimeouts(5000, 30000, tcp_keepalives_idle_s=30, tcp_keepalives_interval_s=5,
                                         tcp_keepalives_count=3)
 
 
-def entry(mid: str, a: str, b: str, minute: int, ladders) -> repository.BatchMatch:
-    """Elo 1v1, ``a`` beats ``b`` at 10:``minute`` on 2026-06-01, validated as the worker does."""
-    message = {"schema_version": 1, "match_id": mid, "ladder": "elo",
-               "finished_at": f"2026-06-01T10:{minute:02}:00Z", "side_a": {"players": [{"player_id": a}]},
-               "side_b": {"players": [{"player_id": b}]}, "outcome": "side_a_won"}
-    canonical = parse_match_finished(message).canonical_json()
-    return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(),
-                                 parse_match_finished(message).finished_at, ladders["elo"], f"task-{mid}")
+def entry(mid: str, a: str, b: str, hour: int, ladders) -> repository.BatchMatch:
+    """Elo 1v1, ``a`` beats ``b`` at ``hour``:00, validated as the worker does (test_chronological's builders)."""
+    return elo_entry(elo_message(mid, a, b, hour), ladders)
 
 
 def round_trips(conn: psycopg.Connection, trace: Path, batch: list[repository.BatchMatch]) -> int:
@@ -63,7 +57,7 @@ def test_a_rating_transaction_takes_ten_round_trips_whatever_its_batch_size(clea
         assert round_trips(conn, tmp_path / "first.trace", [entry("rt-0", "cid", "dan", 0, ladders)]) == 13
         one = round_trips(conn, tmp_path / "one.trace", [entry("rt-1", "ann", "ben", 0, ladders)])
         many = round_trips(conn, tmp_path / "many.trace",
-                           [entry(f"rt-{n}", f"p{n}", f"q{n}", n % 60, ladders) for n in range(2, 52)])
+                           [entry(f"rt-{n}", f"p{n}", f"q{n}", n % 24, ladders) for n in range(2, 52)])
         assert conn.execute("SELECT count(*) FROM rating_changes").fetchone()[0] == 2 * 52
         assert conn.execute("SELECT count(*) FROM outbox").fetchone()[0] == 2 * 52
     assert (one, many) == (10, 10)

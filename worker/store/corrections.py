@@ -131,8 +131,9 @@ def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tu
                       ledger: list[tuple] | None = None) -> dict[str, int]:
     """The writes of a rating or correction transaction: mark the ``superseded`` history rows
     ((row id, correction id)) first, then one statement (one round trip, data-modifying ``WITH``
-    clauses) inserts the new ``ledger`` rows (the 10 columns of :data:`LEDGER_COLUMNS`, in apply
-    order; ``ON CONFLICT (match_id) DO NOTHING``), the new ``history`` rows (17 columns, the
+    clauses) inserts the new ``ledger`` rows ((match_id, ladder, payload_hash, payload JSON, finished_at,
+    order_at, out_of_order, placed_at_end, task_id, policy_version), in apply order; ``ON CONFLICT
+    (match_id) DO NOTHING``), the new ``history`` rows (17 columns, the
     ``rating_changes`` ones; a first column ``None`` takes the ``seq`` of the ledger row of its
     match id inserted here), the ``outbox`` rows ((event id, JSON, the match id of the new ledger
     row the event belongs to or ``None``)) in order, updates the ``players`` rows ((ladder,
@@ -162,10 +163,6 @@ def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tu
     ).fetchone()
     return dict(zip(row[0], row[1]))
 
-
-LEDGER_COLUMNS = ("match_id", "ladder", "payload_hash", "payload", "finished_at", "order_at", "out_of_order",
-                  "placed_at_end", "task_id", "policy_version")
-"""The ledger columns a rating transaction writes, in the order of its ledger rows."""
 
 _WRITE = """
 WITH led AS (

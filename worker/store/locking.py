@@ -22,20 +22,18 @@ import psycopg.errors
 Key = tuple[str, str]
 """A player row's key: (ladder, player_id)."""
 
-_SELECT = """
+_ROWS = """
     SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
            p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match
-      FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
+      FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid"""
+_ORDER_AND_LOCK = """
      ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
        FOR UPDATE OF p"""
+_SELECT = _ROWS + _ORDER_AND_LOCK
 
-_FAST_SELECT = """
-    SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
-           p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match
-      FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid
-     WHERE (SELECT bool_and(pg_try_advisory_xact_lock_shared(%b, hashtext(q))) FROM unnest(%b::text[]) AS q)
-     ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
-       FOR UPDATE OF p SKIP LOCKED"""
+_FAST_SELECT = (_ROWS + """
+     WHERE (SELECT bool_and(pg_try_advisory_xact_lock_shared(%b, hashtext(q))) FROM unnest(%b::text[]) AS q)"""
+                + _ORDER_AND_LOCK + " SKIP LOCKED")
 """The fast path of :func:`lock_players`: the ladders' queue lock taken shared without waiting and,
 only when got, every free row locked (``SKIP LOCKED``), in one statement."""
 
