@@ -61,7 +61,7 @@ class MarginOfVictory:
     autocorrelation)`` points (1,100 with FiveThirtyEight's values, 110 with autocorrelation 0.01)
     counts as an upset by exactly that much. FiveThirtyEight's published games never come near
     it: their smallest X is 1.738 (0.79 × base; New England lost at home to Miami on 2008-09-21,
-    the winner 462 points below), so ``../shared/data/nfl-elo`` is reproduced exactly.
+    the winner 462 points below), so ``tests/data/nfl-elo`` is reproduced exactly.
     For a draw X = ``draw_divisor`` (> 0, validated), no floor. The multiplier is unitless, > 0
     and finite for finite inputs.
     """

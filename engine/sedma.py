@@ -1,6 +1,6 @@
 """The Sedma performance-adjusted Elo, ported from the seed's C# ``CalculateNewRatings``.
 
-Source: the Sedma game client's ``Elo.CalculateNewRatings`` (``../shared/golden/Reference.cs``).
+Source: the Sedma game client's ``Elo.CalculateNewRatings`` (``tests/data/golden/Reference.cs``).
 What the port keeps from the C# code, so that it gives the same integers:
 
 * bonus, malus and the adjusted score are 32-bit IEEE floats (C# ``float``): every operation on
@@ -119,7 +119,7 @@ def calculate_new_ratings(
 
     Ratings are integer rating points; counts are per-match Sedma statistics (see
     :class:`engine.model.Performance`). K comes from each player's rating before the match
-    (:data:`engine.k_factor.SEDMA_K`). Reproduces ``../shared/golden/sedma_reference.csv``
+    (:data:`engine.k_factor.SEDMA_K`). Reproduces ``tests/data/golden/sedma_reference.csv``
     exactly. Raises ``OverflowError`` only for counts or ratings far beyond any real match
     (above about 10^38, where C# would give infinities).
     """

@@ -12,7 +12,8 @@ import pytest
 from worker.devtools.embedded import EmbeddedServers
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED = REPO_ROOT.parent / "shared"
+DATA = REPO_ROOT / "tests" / "data"
+"""Real match data and the Sedma reference vectors (``tests/data/README.md`` says where from)."""
 
 
 

@@ -17,12 +17,12 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT, SHARED
+from tests.conftest import DATA, REPO_ROOT
 from tests.integration.test_worker import match, run_cli
 
 pytestmark = pytest.mark.integration
 
-RESULTS = SHARED / "data" / "international-football" / "results.csv"
+RESULTS = DATA / "international-football" / "results.csv"
 POLICIES = REPO_ROOT / "examples" / "policies"
 
 

@@ -33,7 +33,7 @@ from worker.policy.config import PolicyConfigError, diff, load_policy
 from worker.policy.ladders import LadderConfigError, load_ladder_policies
 
 ROOT = Path(__file__).resolve().parents[2]
-NFL_GAMES = ROOT.parent / "shared" / "data" / "nfl-elo" / "nfl_games.csv"
+NFL_GAMES = ROOT / "tests" / "data" / "nfl-elo" / "nfl_games.csv"
 NFL_POLICY = ROOT / "examples" / "fivethirtyeight-nfl.toml"
 
 A, B, C, D = (Participant(x) for x in "abcd")
@@ -218,14 +218,14 @@ def test_free_for_all_is_rated_pairwise_with_k_divided_by_the_opponents() -> Non
 
 def test_the_general_path_gives_the_seed_integers_when_no_extra_feature_bites() -> None:
     """A floor far below any rating takes the general path but changes nothing: all 5,010 golden
-    rows (../shared/golden/sedma_reference.csv, computed by the seed's C# code) still match."""
+    rows (tests/data/golden/sedma_reference.csv, computed by the seed's C# code) still match."""
     import csv
 
     from engine import Performance, SedmaAdjustment
 
     policy = RatingPolicy(SEDMA_K, 1000, rounding=Rounding.HALF_EVEN, performance=SedmaAdjustment(), floor=-1e9)
     assert not policy.is_basic
-    with open(ROOT.parent / "shared" / "golden" / "sedma_reference.csv", newline="") as handle:
+    with open(ROOT / "tests" / "data" / "golden" / "sedma_reference.csv", newline="") as handle:
         rows = [{k: int(v) for k, v in raw.items()} for raw in csv.DictReader(handle)]
     assert len(rows) == 5010
     for row in rows:

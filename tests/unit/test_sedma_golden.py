@@ -1,6 +1,6 @@
 """The Sedma performance Elo against the seed's C# reference vectors and hand-computed cases.
 
-Reference values come from ``<repo root>/../shared/golden/sedma_reference.csv`` (computed by the
+Reference values come from ``tests/data/golden/sedma_reference.csv`` (computed by the
 seed's C# ``CalculateNewRatings`` under Mono) and from hand calculations written out below with the
 formula of DESIGN.md: K by band, S_adj = clamp(base + share * bonus - malus, 0, 1),
 E = 1 / (1 + 10^((R_opp - R) / 400)), new = round_half_even(R + K * (S_adj - E)).
@@ -28,7 +28,7 @@ from engine import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-GOLDEN_CSV = REPO_ROOT.parent / "shared" / "golden" / "sedma_reference.csv"
+GOLDEN_CSV = REPO_ROOT / "tests" / "data" / "golden" / "sedma_reference.csv"
 EXPECTED_ROWS = 5010
 
 INPUT_COLUMNS = (
@@ -84,7 +84,7 @@ class GoldenRow:
 
 def _load_golden() -> list[GoldenRow]:
     if not GOLDEN_CSV.is_file():
-        pytest.fail(f"golden file not found at {GOLDEN_CSV} (shared/ must sit beside the repository)")
+        pytest.fail(f"golden file not found at {GOLDEN_CSV} (tests/data/golden/ of the repository)")
     with GOLDEN_CSV.open(newline="") as fh:
         reader = csv.DictReader(fh)
         assert tuple(reader.fieldnames or ()) == INPUT_COLUMNS + OUTPUT_COLUMNS, reader.fieldnames
@@ -111,7 +111,7 @@ def _report(mismatches: list[tuple[GoldenRow, tuple[int, int]]], limit: int = 5)
 
 
 def test_golden_file_holds_all_5010_reference_rows(golden_rows):
-    """The shared golden file is found beside the repo and holds exactly 5,010 cases."""
+    """The golden file is found in the repository and holds exactly 5,010 cases."""
     assert len(golden_rows) == EXPECTED_ROWS
 
 

@@ -164,7 +164,7 @@ def diff_command(
 
 def check_published_command(
     policy: Annotated[Path, typer.Argument(help="Policy file, e.g. examples/fivethirtyeight-nfl.toml.")],
-    games: Annotated[Path, typer.Argument(help="Published table, e.g. ../shared/data/nfl-elo/nfl_games.csv.")],
+    games: Annotated[Path, typer.Argument(help="Published table, e.g. tests/data/nfl-elo/nfl_games.csv.")],
     rating_tolerance: Annotated[float, typer.Option(help="Largest accepted rating difference (rating points).")] = 0.01,
     prob_tolerance: Annotated[float, typer.Option(help="Largest accepted win-probability difference.")] = 1e-4,
 ) -> None:

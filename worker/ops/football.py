@@ -10,9 +10,8 @@ from pathlib import Path
 
 from schemas import MatchFinished
 
-DEFAULT_RESULTS = (Path(__file__).resolve().parents[2].parent / "shared" / "data" / "international-football"
-                   / "results.csv")
-"""``../shared/data/international-football/results.csv`` next to the repository."""
+DEFAULT_RESULTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "international-football" / "results.csv"
+"""The repository's copy, ``tests/data/international-football/results.csv`` (CC0; ``tests/data/README.md``)."""
 
 
 def football_matches(
