@@ -189,3 +189,51 @@ def test_the_hottest_waits_show_in_the_metrics_and_doctor_names_a_player_whose_m
     assert gauges["ratings_player_lock_wait_seconds"] == {("elo", "hot"): 1.1, ("elo", "warm"): 0.12}
     assert not failing.ok and "elo/hot: 12 match(es) deferred" in failing.detail and "warm" not in failing.detail
     assert passing.ok and "hottest elo/hot" in passing.detail
+
+
+def test_a_transaction_waiting_for_a_busy_row_does_not_hold_up_the_ladders_other_transactions(clean, monkeypatch):
+    """ann's row is held; batch B (ann-bob) waits for it. Meanwhile batch C (cat-dan, no shared
+    player) applies on the fast path: B waits with the ladder's queue lock shared, not exclusive,
+    so C neither waits nor records a wait. After the release B applies, one wait recorded (ann).
+    (The first wait's bound is raised to 10 s so the test does not race it.)"""
+    from worker.store import locking
+
+    monkeypatch.setattr(locking, "UNQUEUED_WAIT_MS", 10_000)
+    with clean.connect() as conn:
+        seed(conn, "ann", "bob", "cat", "dan")
+        conn.commit()
+    holder = Holder(clean.database_url, ["ann"])
+    b_results: list = []
+    b_pid: list[int] = []
+
+    def batch_b() -> None:
+        with psycopg.connect(clean.database_url, autocommit=True) as conn:
+            b_pid.append(conn.info.backend_pid)
+            b_results.extend(apply_batch(conn, [entry(match("q-1", "ann", "bob"), "t1")],
+                                         timeouts=limits(wait_ms=10_000))[0])
+
+    thread = threading.Thread(target=batch_b)
+    thread.start()
+    try:
+        with psycopg.connect(clean.database_url, autocommit=True) as watch:
+            deadline = time.monotonic() + 10
+            while not (b_pid and watch.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", b_pid).fetchone()[0]):
+                assert time.monotonic() < deadline, "batch B never waited for ann's row"
+                time.sleep(0.01)
+            modes = watch.execute(
+                "SELECT mode FROM pg_locks WHERE pid = %s AND locktype = 'advisory' AND classid = %s AND granted",
+                (b_pid[0], locking.QUEUE_LOCK_CLASS)).fetchall()
+            assert modes == [("ShareLock",)]
+            with psycopg.connect(clean.database_url, autocommit=True) as conn:
+                c_results, _ = apply_batch(conn, [entry(match("q-2", "cat", "dan"), "t2")], timeouts=limits(wait_ms=10_000))
+            assert [r.outcome.value for r in c_results] == ["applied"]
+            assert watch.execute("SELECT player_id FROM player_lock_waits").fetchall() == []
+            assert thread.is_alive()  # B still waits for ann
+    finally:
+        holder.release()
+        thread.join(15)
+    assert [r.outcome.value for r in b_results] == ["applied"]
+    with clean.connect() as conn:
+        assert conn.execute("SELECT player_id, deferred_matches FROM player_lock_waits").fetchall() == [("ann", 0)]
+    assert ratings(clean)[("elo", "ann")] == (1215.0, 1) and ratings(clean)[("elo", "cat")] == (1215.0, 1)

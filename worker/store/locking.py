@@ -37,6 +37,20 @@ _FAST_SELECT = (_ROWS + """
 """The fast path of :func:`lock_players`: the ladders' queue lock taken shared without waiting and,
 only when got, every free row locked (``SKIP LOCKED``), in one statement."""
 
+_UNQUEUED_SELECT = (_ROWS + """
+     WHERE (SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(q))) FROM unnest(%b::text[]) AS q) >= 0"""
+                    + _ORDER_AND_LOCK)
+"""The first wait of :func:`lock_players`: the ladders' queue lock taken shared (behind a
+transaction that holds or awaits it exclusively), then every row in the global order, in one
+statement."""
+
+UNQUEUED_WAIT_MS = 100
+"""How long a transaction whose rows other rating transactions hold waits for each of them in the
+global order, without queueing the ladder, before it queues it (milliseconds): long enough for the
+few milliseconds to a few tens a rating transaction holds its rows, short enough that a row held
+for long (an operator's session) or a stream of transactions taking rows ahead of the waiter (hot
+players) sends it to the queue soon."""
+
 
 REMEMBER_BLOCKED_SECONDS = 10.0
 """How long this process remembers a row it could not lock in time. While a busy row of a batch is
@@ -87,7 +101,13 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     1. In a savepoint, the ladders' queue lock is taken shared without waiting, and one statement
        locks every free row (``SKIP LOCKED``): when the queue is free and no row is busy (the
        common case) that is all, no wait.
-    2. Else the savepoint is rolled back (its locks released). In a new savepoint the ladders'
+    2. Else the savepoint is rolled back (its locks released), and in a new one the queue lock is
+       taken shared (waiting behind a transaction that holds or awaits it exclusively) and every
+       row locked in the one global order, each wait at most :data:`UNQUEUED_WAIT_MS` (not when
+       ``queue`` is false, nor when a busy row is one this process remembers as blocked): rows
+       other rating transactions hold are free within milliseconds, and the ladder's other
+       transactions go on meanwhile. Got: that is all.
+    3. Else (that savepoint rolled back, the time spent counted in ``wait_ms``) the ladders'
        queue lock is taken exclusively (:data:`QUEUE_LOCK_CLASS`; not when ``queue`` is false,
        as for more rows of a transaction that already holds it, nor when a session outside the
        service may be holding rows for long, :func:`_stuck_session`), so transactions on the fast
@@ -97,7 +117,7 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
        wait, wait in one order, so they never deadlock; a lock other rating transactions hold is
        waited for again, up to ``lock_timeout_ms`` in all, unless a stuck session appears. Got:
        the queue lock is kept to the commit.
-    3. Past that wait (``LockNotAvailable``; ``DeadlockDetected`` with a session outside the
+    4. Past that wait (``LockNotAvailable``; ``DeadlockDetected`` with a session outside the
        service), the savepoint is rolled back, the queue lock with it (the ladder is not held up
        by a transaction that defers), the free rows are locked without waiting (``SKIP LOCKED``)
        and the rows still busy are *blocked* (and remembered): the caller defers their matches.
@@ -134,10 +154,27 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     busy = [k for k in keys if k not in got]
     now = time.monotonic()
     remembered = any(_blocked_until.get(k, 0.0) > now for k in busy)
+    waited_from = time.perf_counter()
+    if queue and not remembered:
+        # Rows other rating transactions hold (they commit within milliseconds), or a waiter holding
+        # the queue: first wait for the rows in the global order with the queue lock shared, a short
+        # time, and only then queue the ladder. Queueing at once made every overlap of two batches
+        # hold up all the ladder's other transactions: with 8 worker processes most batches overlap.
+        try:
+            with conn.transaction():
+                _set_lock_timeout(cur, min(wait_ms, UNQUEUED_WAIT_MS))
+                result.rows = cur.execute(_UNQUEUED_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall()
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+            wait_ms = max(1, wait_ms - int((time.perf_counter() - waited_from) * 1000.0))
+        else:
+            _forget(keys)
+            result.waits = {k: time.perf_counter() - waited_from for k in busy}
+            _set_lock_timeout(cur, lock_timeout_ms)
+            result.seconds = time.perf_counter() - started
+            return result
     # Behind a session that may hold rows for long (an operator's, a frozen worker's) the waiter
     # does not queue the ladder: it waits its bounded time alone and defers, as before the queue.
     stuck = remembered or (queue and _stuck_session(cur))
-    waited_from = time.perf_counter()
     try:
         # One savepoint for the queue lock and the wait: giving up rolls it back, so a transaction
         # that defers releases the ladder's queue before it goes on with its other matches.
