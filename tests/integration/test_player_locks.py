@@ -204,21 +204,22 @@ def test_a_transaction_waiting_for_a_busy_row_does_not_hold_up_the_ladders_other
         conn.commit()
     holder = Holder(clean.database_url, ["ann"])
     b_results: list = []
-    b_pid: list[int] = []
 
     def batch_b() -> None:
         with psycopg.connect(clean.database_url, autocommit=True) as conn:
-            b_pid.append(conn.info.backend_pid)
             b_results.extend(apply_batch(conn, [entry(match("q-1", "ann", "bob"), "t1")],
                                          timeouts=limits(wait_ms=10_000))[0])
 
     thread = threading.Thread(target=batch_b)
     thread.start()
     try:
-        with psycopg.connect(clean.database_url, autocommit=True) as watch:
+        # B's server backend (through PgBouncer the client's backend pid is not the server's): the
+        # rating transaction of this database waiting on a lock
+        with psycopg.connect(clean.direct_database_url, autocommit=True) as watch:
             deadline = time.monotonic() + 10
-            while not (b_pid and watch.execute(
-                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", b_pid).fetchone()[0]):
+            while (b_pid := watch.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s "
+                    "AND wait_event_type = 'Lock'", (locking.RATING_APPLICATION,)).fetchone()) is None:
                 assert time.monotonic() < deadline, "batch B never waited for ann's row"
                 time.sleep(0.01)
             modes = watch.execute(
