@@ -53,6 +53,8 @@ class Holder:
 
     def __init__(self, url: str, players: list[str]):
         self.held, self.done = threading.Event(), threading.Event()
+        self.pid = 0
+        """The holding session's server backend (read inside its transaction: through PgBouncer too)."""
         self.thread = threading.Thread(target=self._run, args=(url, players))
         self.thread.start()
         assert self.held.wait(10)
@@ -60,6 +62,7 @@ class Holder:
     def _run(self, url: str, players: list[str]) -> None:
         with psycopg.connect(url) as conn:
             conn.execute("SELECT 1 FROM players WHERE ladder = 'elo' AND player_id = ANY(%s) FOR UPDATE", (players,))
+            self.pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
             self.held.set()
             self.done.wait(30)
 
@@ -195,10 +198,10 @@ def test_a_transaction_waiting_for_a_busy_row_does_not_hold_up_the_ladders_other
     """ann's row is held; batch B (ann-bob) waits for it. Meanwhile batch C (cat-dan, no shared
     player) applies on the fast path: B waits with the ladder's queue lock shared, not exclusive,
     so C neither waits nor records a wait. After the release B applies, one wait recorded (ann).
-    (The first wait's bound is raised to 10 s so the test does not race it.)"""
+    (The first wait's bound is raised to 30 s so the test does not race it.)"""
     from worker.store import locking
 
-    monkeypatch.setattr(locking, "UNQUEUED_WAIT_MS", 10_000)
+    monkeypatch.setattr(locking, "UNQUEUED_WAIT_MS", 30_000)
     with clean.connect() as conn:
         seed(conn, "ann", "bob", "cat", "dan")
         conn.commit()
@@ -208,18 +211,19 @@ def test_a_transaction_waiting_for_a_busy_row_does_not_hold_up_the_ladders_other
     def batch_b() -> None:
         with psycopg.connect(clean.database_url, autocommit=True) as conn:
             b_results.extend(apply_batch(conn, [entry(match("q-1", "ann", "bob"), "t1")],
-                                         timeouts=limits(wait_ms=10_000))[0])
+                                         timeouts=limits(wait_ms=30_000))[0])
 
     thread = threading.Thread(target=batch_b)
     thread.start()
     try:
         # B's server backend (through PgBouncer the client's backend pid is not the server's): the
-        # rating transaction of this database waiting on a lock
+        # rating transaction of this database waiting on a lock the holder has
         with psycopg.connect(clean.direct_database_url, autocommit=True) as watch:
             deadline = time.monotonic() + 10
             while (b_pid := watch.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s "
-                    "AND wait_event_type = 'Lock'", (locking.RATING_APPLICATION,)).fetchone()) is None:
+                    "AND wait_event_type = 'Lock' AND %s = ANY(pg_blocking_pids(pid))",
+                    (locking.RATING_APPLICATION, holder.pid)).fetchone()) is None:
                 assert time.monotonic() < deadline, "batch B never waited for ann's row"
                 time.sleep(0.01)
             modes = watch.execute(

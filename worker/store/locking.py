@@ -95,19 +95,21 @@ def _set_lock_timeout(cur: psycopg.Cursor, ms: int) -> None:
 def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_timeout_ms: int,
                  queue: bool = True) -> PlayerLocks:
     """Lock the ``players`` rows of ``keys`` (sorted (ladder, player_id), code point order as
-    ``COLLATE "C"``; the rows exist) ``FOR UPDATE`` inside the caller's transaction, waiting at most
-    ``wait_ms`` milliseconds for rows other transactions hold.
+    ``COLLATE "C"``; the rows exist) ``FOR UPDATE`` inside the caller's transaction, waiting about
+    ``wait_ms`` milliseconds in all (the steps below say exactly) for rows other transactions hold.
 
     1. In a savepoint, the ladders' queue lock is taken shared without waiting, and one statement
        locks every free row (``SKIP LOCKED``): when the queue is free and no row is busy (the
        common case) that is all, no wait.
     2. Else the savepoint is rolled back (its locks released), and in a new one the queue lock is
        taken shared (waiting behind a transaction that holds or awaits it exclusively) and every
-       row locked in the one global order, each wait at most :data:`UNQUEUED_WAIT_MS` (not when
-       ``queue`` is false, nor when a busy row is one this process remembers as blocked): rows
-       other rating transactions hold are free within milliseconds, and the ladder's other
-       transactions go on meanwhile. Got: that is all.
-    3. Else (that savepoint rolled back, the time spent counted in ``wait_ms``) the ladders'
+       row locked in the one global order, each lock waited for at most the smaller of ``wait_ms``
+       and :data:`UNQUEUED_WAIT_MS` (not when ``queue`` is false, nor when a busy row is one this
+       process remembers as blocked): rows other rating transactions hold are free within
+       milliseconds, and the ladder's transactions that need none of the rows it holds go on
+       meanwhile. Got: that is all.
+    3. Else (that savepoint rolled back, the time spent taken from ``wait_ms``, which keeps at
+       least :data:`REMEMBERED_WAIT_MS`) the ladders'
        queue lock is taken exclusively (:data:`QUEUE_LOCK_CLASS`; not when ``queue`` is false,
        as for more rows of a transaction that already holds it, nor when a session outside the
        service may be holding rows for long, :func:`_stuck_session`), so transactions on the fast
@@ -136,9 +138,9 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
     got: set[Key] = set()
     try:
         with conn.transaction():
-            # A transaction waiting for rows holds its ladders' queue lock exclusively: while one
-            # waits, the others queue behind it instead of taking, without waiting, the rows it has
-            # not reached yet (which starved it, and made its matches late by thousands).
+            # A transaction that waited past its first, short wait holds its ladders' queue lock
+            # exclusively: the others queue behind it instead of taking, without waiting, the rows it
+            # has not reached yet (which starved it, and made its matches late by thousands).
             # One statement: the queue lock first (an InitPlan, run before the scan), then the rows;
             # no row when the queue is held.
             result.rows = cur.execute(_FAST_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall()
@@ -165,7 +167,9 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
                 _set_lock_timeout(cur, min(wait_ms, UNQUEUED_WAIT_MS))
                 result.rows = cur.execute(_UNQUEUED_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall()
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
-            wait_ms = max(1, wait_ms - int((time.perf_counter() - waited_from) * 1000.0))
+            # what is left of wait_ms, but never less than a remembered row's wait: it is also each
+            # retry's lock_timeout below, and a 1 ms one would spin
+            wait_ms = max(min(wait_ms, REMEMBERED_WAIT_MS), wait_ms - int((time.perf_counter() - waited_from) * 1000.0))
         else:
             _forget(keys)
             result.waits = {k: time.perf_counter() - waited_from for k in busy}
@@ -227,8 +231,10 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
 
 QUEUE_LOCK_CLASS = 7_403
 """First key of the per-ladder advisory lock that queues rating transactions which must wait for
-player rows (:func:`lock_players`): shared on the fast path, exclusive while waiting and to the
-commit once the rows are got, released at once by a transaction that gives up and defers."""
+player rows (:func:`lock_players`): shared on the fast path (tried, never waited for) and in the
+first, short wait (waited for, behind an exclusive holder or waiter), kept shared to the commit when
+either gets the rows; exclusive while waiting past that and to the commit once the rows are got,
+released at once by a transaction that gives up and defers."""
 
 RATING_APPLICATION = "ratings-rating"
 """``application_name`` of a rating transaction (``SET LOCAL``), so a waiting one can tell its peers."""
