@@ -242,3 +242,32 @@ def test_a_transaction_waiting_for_a_busy_row_does_not_hold_up_the_ladders_other
     with clean.connect() as conn:
         assert conn.execute("SELECT player_id, deferred_matches FROM player_lock_waits").fetchall() == [("ann", 0)]
     assert ratings(clean)[("elo", "ann")] == (1215.0, 1) and ratings(clean)[("elo", "cat")] == (1215.0, 1)
+
+
+def test_a_short_player_lock_wait_is_not_spent_in_a_spin_of_one_millisecond_retries(clean, monkeypatch):
+    """wait_ms = 60: the first wait (60 ms) uses it all. What is left for the queued wait is still
+    a remembered row's 50 ms per retry, not 1 ms: behind a session holding the row (idle in its
+    transaction, seen as stuck after 0.5 s) the batch checks for stuck sessions about once per
+    50 ms until it defers, not hundreds of times."""
+    from worker.store import locking
+
+    checks: list[bool] = []
+    real = locking._stuck_session
+
+    def counted(cur):
+        checks.append(real(cur))
+        return checks[-1]
+
+    monkeypatch.setattr(locking, "_stuck_session", counted)
+    with clean.connect() as conn:
+        seed(conn, "hot")
+        conn.commit()
+    holder = Holder(clean.database_url, ["hot"])
+    try:
+        with psycopg.connect(clean.database_url, autocommit=True) as conn:
+            results, _ = apply_batch(conn, [entry(match("s-1", "hot", "ann"), "t1")], timeouts=limits(wait_ms=60))
+    finally:
+        holder.release()
+    assert [r.outcome.value for r in results] == ["deferred"]
+    assert checks and checks[-1] is True  # it deferred because the holder was seen as stuck
+    assert len(checks) <= 20, f"{len(checks)} stuck-session checks: the wait spun"
