@@ -27,6 +27,7 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -64,6 +65,10 @@ DEFERRED_BY_PLAYER = Counter(
     "transaction (ladder/player_id; only players ever found held get a label)", ["player"],
 )
 EVENTS_PUBLISHED = Counter("ratings_events_published_total", "Rating-changed events the relay added to the stream")
+GC_FROZEN_OBJECTS = Gauge(
+    "ratings_gc_frozen_objects", "Objects this process moved out of the garbage collector's full passes at start "
+    "(gc.freeze, worker.service.heap), by process", ["process"], multiprocess_mode="liveall",
+)
 
 
 def configure_logging(level: str | int = "INFO", json_lines: bool | None = None) -> None:

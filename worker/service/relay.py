@@ -28,6 +28,7 @@ from worker.redis_url import redis_client
 from worker.service import observability
 from worker.service.environment import Backoff
 from worker.service.faults import FaultInjector
+from worker.service.heap import freeze_long_lived
 from worker.settings import Settings
 from worker.store.connection import Connection, DatabaseUnreachable, connect
 from worker.store.events import listen_outbox, try_relay_leadership
@@ -130,6 +131,7 @@ def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
         log.info("this relay is the active one")
         listen_outbox(listen_conn)
         faults = FaultInjector(settings.fault_injection)
+        freeze_long_lived("relay")  # its start-up objects out of the collector's full passes (worker.service.heap)
         while not stop.is_set():
             heartbeat.beat()
             published = relay_once(conn, client, settings, faults)

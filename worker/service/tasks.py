@@ -17,6 +17,7 @@ from celery.signals import setup_logging, worker_process_init, worker_process_sh
 from worker.outcome import Handled, Outcome
 from worker.service import observability
 from worker.service.environment import BACKOFF, EnvironmentNotReady, backoff_cap
+from worker.service.heap import freeze_long_lived
 from worker.service.rating_service import TRANSIENT_ERRORS, RatingService
 from worker.settings import Settings, get_settings
 from worker.store import AnnulmentBusy
@@ -70,6 +71,8 @@ def _open_pool_in_child(**_: object) -> None:
         get_service()
     except Exception:  # the task retries it, and requeues its message while it fails
         log.exception("cannot set up the rating service in this worker child")
+    # what the child keeps for its life is built: out of the collector's full passes (worker.service.heap)
+    freeze_long_lived("worker_child")
 
 
 def _close_pool(**_: object) -> None:
@@ -119,6 +122,9 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
         observability.serve(settings.metrics_port, observability.registry(), consuming, ready)
     except OSError as exc:
         log.error("cannot serve metrics and health on port %s: %s", settings.metrics_port, exc)
+    # the main process is built (consumer, pool, transport, HTTP server): its start-up objects out of
+    # the collector's full passes, which otherwise stall polling and acknowledging (worker.service.heap)
+    freeze_long_lived("worker_main")
 
 
 def _service_or_requeue() -> RatingService:
