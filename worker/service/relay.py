@@ -100,6 +100,7 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
     stop = stop or threading.Event()
     client = redis_client(settings.events_url)
     backoff = Backoff()
+    freeze_long_lived("relay")  # its start-up objects out of the collector's full passes (worker.service.heap)
     while not stop.is_set():
         try:
             for attempt in stamina.retry_context(
@@ -131,7 +132,6 @@ def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
         log.info("this relay is the active one")
         listen_outbox(listen_conn)
         faults = FaultInjector(settings.fault_injection)
-        freeze_long_lived("relay")  # its start-up objects out of the collector's full passes (worker.service.heap)
         while not stop.is_set():
             heartbeat.beat()
             published = relay_once(conn, client, settings, faults)

@@ -71,7 +71,8 @@ def _open_pool_in_child(**_: object) -> None:
         get_service()
     except Exception:  # the task retries it, and requeues its message while it fails
         log.exception("cannot set up the rating service in this worker child")
-    # what the child keeps for its life is built: out of the collector's full passes (worker.service.heap)
+    # what the child keeps for its life is built (or will be, lazily, if that failed): its start-up
+    # objects out of the collector's full passes (worker.service.heap)
     freeze_long_lived("worker_child")
 
 
