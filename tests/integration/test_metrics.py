@@ -51,12 +51,18 @@ def wait_for_port(port: int, timeout: float = 30) -> None:
 
 def test_metrics_count_what_the_test_did(clean, publisher):
     """After 6 applied, 2 duplicate and 3 dead-lettered messages, the workers' counters rose by
-    exactly that, the apply histogram by 11, and the relay published every event and reports no lag."""
+    exactly that, the apply histogram by 11, the batch-size histogram by 6 matches in as many
+    transactions as the lock-wait histogram counts (one observation of each per transaction that
+    applied matches: with batching, 6 matches may take 1 to 6 transactions), and the relay
+    published every event and reports no lag."""
     for w in ("w1", "w2", "relay"):
         wait_for_port(clean.procs.ports[w])
     before = {k: workers_total(clean, "ratings_messages_total", outcome=k) for k in ("applied", "duplicate", "dead_letter")}
     apply_before = workers_total(clean, "ratings_apply_seconds_count")
     dl_before = workers_total(clean, "ratings_dead_letters_total", reason="not_json")
+    transactions_before = workers_total(clean, "ratings_batch_size_count")
+    batched_before = workers_total(clean, "ratings_batch_size_sum")
+    lock_waits_before = workers_total(clean, "ratings_lock_wait_seconds_count")
     relay_before = total(scrape(clean.procs.ports["relay"]), "ratings_events_published_total")
     for n in range(6):
         publisher(match(f"metrics-{n}", f"m{n}", f"n{n}", ladder="sedma", stats={"won_by_16": 1}))
@@ -72,7 +78,10 @@ def test_metrics_count_what_the_test_did(clean, publisher):
     assert {k: after[k] - before[k] for k in after} == {"applied": 6, "duplicate": 2, "dead_letter": 3}
     assert workers_total(clean, "ratings_apply_seconds_count") - apply_before == 11
     assert workers_total(clean, "ratings_dead_letters_total", reason="not_json") - dl_before == 2
-    assert workers_total(clean, "ratings_lock_wait_seconds_count") >= 6
+    assert workers_total(clean, "ratings_batch_size_sum") - batched_before == 6
+    transactions = workers_total(clean, "ratings_batch_size_count") - transactions_before
+    assert 1 <= transactions <= 6
+    assert workers_total(clean, "ratings_lock_wait_seconds_count") - lock_waits_before == transactions
     relay = scrape(clean.procs.ports["relay"])
     assert total(relay, "ratings_events_published_total") - relay_before == 12
     assert total(relay, "ratings_outbox_lag_seconds") == 0
