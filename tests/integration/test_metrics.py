@@ -107,11 +107,12 @@ def test_workers_and_relay_keep_their_start_up_objects_out_of_the_collectors_ful
     (``gc.freeze``, :mod:`worker.service.heap`): without it a full collection walked them all, 100
     to 270 ms in a child at a time, every few seconds of a steady load. Celery, kombu, psycopg,
     pydantic and the app are well over 50,000 objects in each."""
+    for name in ("w1", "w2", "relay"):
+        wait_for_port(env.procs.ports[name])
     frozen: dict[str, float] = {}
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         for name in ("w1", "w2", "relay"):
-            wait_for_port(env.procs.ports[name])
             samples = scrape(env.procs.ports[name])
             for process in ("worker_main", "worker_child", "relay"):
                 value = total(samples, "ratings_gc_frozen_objects", process=process)

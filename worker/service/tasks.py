@@ -62,6 +62,7 @@ def connect_signals() -> None:
     worker_process_shutdown.connect(_close_pool)
     setup_logging.connect(_structured_logging)
     worker_ready.connect(_serve_health_and_metrics)
+    worker_ready.connect(_freeze_main)  # after the line above: receivers run in the order connected
 
 
 def _open_pool_in_child(**_: object) -> None:
@@ -123,8 +124,12 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
         observability.serve(settings.metrics_port, observability.registry(), consuming, ready)
     except OSError as exc:
         log.error("cannot serve metrics and health on port %s: %s", settings.metrics_port, exc)
-    # the main process is built (consumer, pool, transport, HTTP server): its start-up objects out of
-    # the collector's full passes, which otherwise stall polling and acknowledging (worker.service.heap)
+
+
+def _freeze_main(**_: object) -> None:
+    """In the worker's main process, once built (consumer, pool, transport, HTTP server): its start-up
+    objects out of the collector's full passes, which otherwise stall polling and acknowledging
+    (:mod:`worker.service.heap`)."""
     freeze_long_lived("worker_main")
 
 
