@@ -33,7 +33,13 @@ from worker.store.events import (
     match_events_json,
 )
 from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force, ladder_records
-from worker.store.locking import RATING_APPLICATION, deferred_matches, lock_players, record_lock_waits
+from worker.store.locking import deferred_matches, lock_players, record_lock_waits
+from worker.store.transaction import (  # noqa: F401  (TransactionTimeouts, transaction_timeouts: re-exported)
+    DEFAULT_TIMEOUTS,
+    TransactionTimeouts,
+    set_local_timeouts,
+    transaction_timeouts,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,73 +72,6 @@ class BatchDeadLetter:
 
 
 BatchEntry = BatchMatch | BatchDeadLetter
-
-
-@dataclass(frozen=True, slots=True)
-class TransactionTimeouts:
-    """``lock_timeout`` and ``statement_timeout`` of one transaction, in milliseconds (0: none)."""
-
-    lock_timeout_ms: int
-    statement_timeout_ms: int
-    player_lock_wait_ms: int = 1000
-    """Most milliseconds one transaction waits in all for player rows other transactions hold
-    before it defers their matches (:func:`worker.store.locking.lock_players`)."""
-    idle_in_transaction_ms: int = 0
-    """``idle_in_transaction_session_timeout``: the server ends the session (and its locks) when
-    the worker stops sending inside the transaction this long (frozen, paused, cut off); 0: none."""
-    tcp_keepalives_idle_s: int = 0
-    """Server-side TCP keepalives of the session during the transaction (``tcp_keepalives_idle``,
-    ``_interval``, ``_count``; seconds, seconds, probes); 0: the server's defaults."""
-    tcp_keepalives_interval_s: int = 0
-    tcp_keepalives_count: int = 0
-    correction_max_matches: int = 2000
-    """Most stored matches of a ladder that may follow a late match for it to be placed in its
-    chronological position (``RATINGS_CORRECTION_MAX_MATCHES``); past it the match goes at the end."""
-
-
-DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_ms=30000)
-"""Limits of a transaction whose caller gave none (tools and tests)."""
-
-
-def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts | None,
-                       match_ids: Sequence[str] = ()) -> dict[str, tuple[str, str | None]]:
-    """Apply ``timeouts`` to the current transaction only (``set_config(..., true)``, i.e. ``SET
-    LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires. The
-    transaction's ``application_name`` becomes :data:`worker.store.locking.RATING_APPLICATION`, so
-    a rating transaction waiting for rows can tell a peer from a stuck session; the server's TCP
-    keepalives are set too (ignored on a Unix socket).
-
-    In the same statement (one round trip), the ledger rows of ``match_ids`` are read: returns
-    ``{match_id: (payload_hash, task_id)}`` of those already applied. ``timeouts`` None: the
-    lookup alone (the session's settings stay in force)."""
-    names: list[str] = []
-    values: list[str] = []
-    if timeouts is not None:
-        names = ["lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout", "application_name"]
-        values = [f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms",
-                  f"{int(timeouts.idle_in_transaction_ms)}ms", RATING_APPLICATION]
-        for name, value in (("tcp_keepalives_idle", timeouts.tcp_keepalives_idle_s),
-                            ("tcp_keepalives_interval", timeouts.tcp_keepalives_interval_s),
-                            ("tcp_keepalives_count", timeouts.tcp_keepalives_count)):
-            if value:
-                names.append(name)
-                values.append(str(int(value)))
-    # the settings first (left to right), then the lookup, which needs none of them
-    row = cur.execute(
-        "SELECT count(set_config(n, v, true)), (SELECT array_agg(ARRAY[match_id, payload_hash, task_id]) "
-        "FROM ledger WHERE match_id = ANY(%b)) FROM unnest(%b::text[], %b::text[]) AS s(n, v)",
-        (list(match_ids), names, values)).fetchone()
-    return {mid: (h, t) for mid, h, t in (row[1] or [])}
-
-
-def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts) -> tuple[str, str]:
-    """``SHOW lock_timeout`` and ``SHOW statement_timeout`` inside a transaction that applied
-    ``timeouts`` as the rating transaction does (rolled back; for checks and tests)."""
-    with conn.transaction(force_rollback=True), conn.cursor() as cur:
-        set_local_timeouts(cur, timeouts)
-        lock = cur.execute("SHOW lock_timeout").fetchone()[0]
-        statement = cur.execute("SHOW statement_timeout").fetchone()[0]
-    return lock, statement
 
 
 class LedgerRace(Exception):

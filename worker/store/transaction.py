@@ -1,0 +1,100 @@
+"""Store: the rating transaction's own settings, applied with ``SET LOCAL`` in its first statement.
+
+Timeouts and keepalives (:class:`TransactionTimeouts`), the planner settings (:data:`KEYED_PLANS`),
+and the ledger lookup that shares their round trip (:func:`set_local_timeouts`). Nothing outlives
+the transaction: no session state, so a connection may come through PgBouncer in transaction mode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+
+from worker.store.locking import RATING_APPLICATION
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionTimeouts:
+    """``lock_timeout`` and ``statement_timeout`` of one transaction, in milliseconds (0: none)."""
+
+    lock_timeout_ms: int
+    statement_timeout_ms: int
+    player_lock_wait_ms: int = 1000
+    """Most milliseconds one transaction waits in all for player rows other transactions hold
+    before it defers their matches (:func:`worker.store.locking.lock_players`)."""
+    idle_in_transaction_ms: int = 0
+    """``idle_in_transaction_session_timeout``: the server ends the session (and its locks) when
+    the worker stops sending inside the transaction this long (frozen, paused, cut off); 0: none."""
+    tcp_keepalives_idle_s: int = 0
+    """Server-side TCP keepalives of the session during the transaction (``tcp_keepalives_idle``,
+    ``_interval``, ``_count``; seconds, seconds, probes); 0: the server's defaults."""
+    tcp_keepalives_interval_s: int = 0
+    tcp_keepalives_count: int = 0
+    correction_max_matches: int = 2000
+    """Most stored matches of a ladder that may follow a late match for it to be placed in its
+    chronological position (``RATINGS_CORRECTION_MAX_MATCHES``); past it the match goes at the end."""
+
+
+DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_ms=30000)
+"""Limits of a transaction whose caller gave none (tools and tests)."""
+
+
+KEYED_PLANS = (("enable_hashjoin", "off"), ("enable_mergejoin", "off"))
+"""Planner settings of the rating transaction (``SET LOCAL``): joins by nested loop, so each of the
+batch's rows is found through its index.
+
+Every statement of the transaction joins a batch (at most ``RATINGS_BATCH_SIZE`` matches, a few
+hundred rows of ``unnest``) to tables keyed by it (``players`` by ladder and player id, ``ledger``
+by match id, ``rating_changes`` by match). Left to its statistics, the planner hashed the whole
+``players`` table for the ``UPDATE ... FROM unnest`` and the creation of new player rows once the
+table held some tens of thousands of rows and too few for its index to look cheaper (about 33,000
+in a bench run: 510 sequential scans reading 7 million rows for 20,000 matches, PostgreSQL's CPU
+per match 0.33 to 0.36 ms against 0.41 to 0.43 with the scans; see README, Performance). A ladder
+of millions of players plans index lookups anyway; a fresh or small one paid a scan of the table per
+statement. ``later_matches`` (:mod:`worker.store.chronology`) solved the same problem for one query
+with ``LATERAL ... OFFSET 0``; these settings hold for every statement of the transaction and end
+with it (no session state, PgBouncer's transaction mode)."""
+
+
+def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts | None,
+                       match_ids: Sequence[str] = ()) -> dict[str, tuple[str, str | None]]:
+    """Apply ``timeouts`` to the current transaction only (``set_config(..., true)``, i.e. ``SET
+    LOCAL``): nothing outlives the transaction, which PgBouncer's transaction mode requires. The
+    transaction's ``application_name`` becomes :data:`worker.store.locking.RATING_APPLICATION`, so
+    a rating transaction waiting for rows can tell a peer from a stuck session; the server's TCP
+    keepalives are set too (ignored on a Unix socket).
+
+    The planner settings :data:`KEYED_PLANS` are applied with them, ``timeouts`` or not.
+
+    In the same statement (one round trip), the ledger rows of ``match_ids`` are read: returns
+    ``{match_id: (payload_hash, task_id)}`` of those already applied. ``timeouts`` None: the
+    lookup and the planner settings alone (the session's timeouts stay in force)."""
+    names: list[str] = [name for name, _ in KEYED_PLANS]
+    values: list[str] = [value for _, value in KEYED_PLANS]
+    if timeouts is not None:
+        names += ["lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout", "application_name"]
+        values += [f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms",
+                  f"{int(timeouts.idle_in_transaction_ms)}ms", RATING_APPLICATION]
+        for name, value in (("tcp_keepalives_idle", timeouts.tcp_keepalives_idle_s),
+                            ("tcp_keepalives_interval", timeouts.tcp_keepalives_interval_s),
+                            ("tcp_keepalives_count", timeouts.tcp_keepalives_count)):
+            if value:
+                names.append(name)
+                values.append(str(int(value)))
+    # the settings first (left to right), then the lookup, which needs none of them
+    row = cur.execute(
+        "SELECT count(set_config(n, v, true)), (SELECT array_agg(ARRAY[match_id, payload_hash, task_id]) "
+        "FROM ledger WHERE match_id = ANY(%b)) FROM unnest(%b::text[], %b::text[]) AS s(n, v)",
+        (list(match_ids), names, values)).fetchone()
+    return {mid: (h, t) for mid, h, t in (row[1] or [])}
+
+
+def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts) -> tuple[str, str]:
+    """``SHOW lock_timeout`` and ``SHOW statement_timeout`` inside a transaction that applied
+    ``timeouts`` as the rating transaction does (rolled back; for checks and tests)."""
+    with conn.transaction(force_rollback=True), conn.cursor() as cur:
+        set_local_timeouts(cur, timeouts)
+        lock = cur.execute("SHOW lock_timeout").fetchone()[0]
+        statement = cur.execute("SHOW statement_timeout").fetchone()[0]
+    return lock, statement
