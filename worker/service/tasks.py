@@ -222,7 +222,7 @@ def annul_matches(self, *args, **kwargs) -> str:
 
 
 def record_handled(handled: Handled, duration: float, task_id: str | None = None, batch_size: int = 1) -> None:
-    """Metrics and one structured log line for a handled message.
+    """Metrics and one structured log line (at INFO: none below that level) for a handled message.
 
     ``duration``: seconds spent on this message (for a batch, the batch's time divided by its
     size); ``batch_size``: messages in the batch it was handled in (1 without batching).
@@ -239,6 +239,8 @@ def record_handled(handled: Handled, duration: float, task_id: str | None = None
         observability.PLACED_AT_END.labels(handled.ladder).inc()
     if handled.rerated:
         observability.MATCHES_RERATED.labels(handled.ladder).inc(handled.rerated)
+    if not log.isEnabledFor(logging.INFO):  # below the level: no context to bind, no line to build
+        return
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     structlog.get_logger("worker.service.tasks").info(
