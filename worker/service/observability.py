@@ -98,8 +98,8 @@ def configure_logging(level: str | int = "INFO", json_lines: bool | None = None)
     root.handlers[:] = [handler]
     root.setLevel(level if isinstance(level, int) else level.upper())
     structlog.configure(
-        # filter_by_level first: a line below the root logger's level is dropped before the chain
-        # runs (the per-message "match handled" line at the default WARNING of the bench's workers)
+        # filter_by_level first: a line below its logger's effective level is dropped before the
+        # chain runs (the per-message "match handled" line at the WARNING of the bench's workers)
         processors=[structlog.stdlib.filter_by_level, *shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,

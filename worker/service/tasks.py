@@ -239,13 +239,13 @@ def record_handled(handled: Handled, duration: float, task_id: str | None = None
         observability.PLACED_AT_END.labels(handled.ladder).inc()
     if handled.rerated:
         observability.MATCHES_RERATED.labels(handled.ladder).inc(handled.rerated)
-    if not log.isEnabledFor(logging.INFO):  # below the level: no context to bind, no line to build
+    if not log.isEnabledFor(logging.INFO):  # below the level: no line to build
         return
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(task_id=task_id)
+    # task_id given with the line, not bound as context: on the batched path it would outlive the line
     structlog.get_logger("worker.service.tasks").info(
-        "match handled", outcome=handled.outcome.value, match_id=handled.match_id, ladder=handled.ladder,
-        reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2), batch_size=batch_size,
+        "match handled", task_id=task_id, outcome=handled.outcome.value, match_id=handled.match_id,
+        ladder=handled.ladder, reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2),
+        batch_size=batch_size,
     )
 
 

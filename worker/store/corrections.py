@@ -173,23 +173,26 @@ WITH led AS (
                   %b::bool[], %b::bool[], %b::text[], %b::text[]) WITH ORDINALITY AS u(m, l, h, p, f, a, o, e, t, v, n)
      ORDER BY n
     ON CONFLICT (match_id) DO NOTHING RETURNING match_id, seq),
+-- the ledger seq of each match inserted above, by match id: a lookup per history and outbox row
+-- (a join to led itself would be a nested loop over it: the transaction plans no hash joins)
+seqs AS (SELECT coalesce(jsonb_object_agg(match_id, seq), '{}') AS by_match FROM led),
 hist AS (
     INSERT INTO rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, rating_after,
                                 expected_score, actual_score, k_factor, result, event_id, occurred_at,
                                 generation, policy_version, peak_before, season_before)
-    SELECT coalesce(u.s, led.seq), u.m, u.l, u.pid, u.q, u.rb, u.ra, u.es, u.acs, u.k, u.r, u.eid, u.at, u.g, u.v,
-           u.pk, u.sn
+    SELECT coalesce(u.s, (seqs.by_match ->> u.m)::bigint), u.m, u.l, u.pid, u.q, u.rb, u.ra, u.es, u.acs, u.k, u.r,
+           u.eid, u.at, u.g, u.v, u.pk, u.sn
       FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::int[], %b::float8[], %b::float8[],
                   %b::float8[], %b::float8[], %b::float8[], %b::text[], %b::uuid[], %b::timestamptz[], %b::bigint[],
                   %b::text[], %b::float8[], %b::text[])
            WITH ORDINALITY AS u(s, m, l, pid, q, rb, ra, es, acs, k, r, eid, at, g, v, pk, sn, n)
-      LEFT JOIN led ON u.s IS NULL AND led.match_id = u.m
-     WHERE u.s IS NOT NULL OR led.seq IS NOT NULL
+     CROSS JOIN seqs
+     WHERE u.s IS NOT NULL OR seqs.by_match ? u.m
      ORDER BY u.n),
 ev AS (
     INSERT INTO outbox (event_id, payload)
     SELECT e, p::jsonb FROM unnest(%b::uuid[], %b::text[], %b::text[]) WITH ORDINALITY AS u(e, p, m, n)
-     WHERE u.m IS NULL OR EXISTS (SELECT 1 FROM led WHERE led.match_id = u.m)
+     WHERE u.m IS NULL OR (SELECT by_match FROM seqs) ? u.m
      ORDER BY n),
 pl AS (
     UPDATE players p SET rating = u.rating, games_played = u.games, wins = u.w, draws = u.d, losses = u.l,

@@ -129,8 +129,9 @@ def apply_batch(
     ``timeouts`` (milliseconds) are applied first with ``SET LOCAL``, in the ledger lookup's
     statement (:func:`set_local_timeouts`; they end with the transaction:
     no session state, so the connection may come through PgBouncer in transaction mode), with
-    ``idle_in_transaction_session_timeout`` (a frozen caller loses its session and locks) and the
-    server's TCP keepalives.
+    ``idle_in_transaction_session_timeout`` (a frozen caller loses its session and locks), the
+    server's TCP keepalives and the planner settings :data:`worker.store.transaction.KEYED_PLANS`
+    (joins by index, whatever the statistics).
 
     ``conn`` must be in autocommit mode (this function owns the transaction). Raises
     :class:`LedgerRace` (after rolling back) when a concurrent transaction committed one of the
@@ -278,7 +279,10 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
                       ORDER BY l COLLATE "C", p COLLATE "C"
                      ON CONFLICT (ladder, player_id) DO NOTHING)
         SELECT x.ladder, x.player_id, x.last_order_at, x.last_order_match
-          FROM players x JOIN u ON x.ladder = u.l AND x.player_id = u.p WHERE x.last_order_at IS NOT NULL
+          FROM u CROSS JOIN LATERAL (  -- one index lookup per player: OFFSET 0 keeps the planner from
+                 -- reading the table whole when few rows have an order key (a Seq Scan, materialized)
+                 SELECT * FROM players x WHERE x.ladder = u.l AND x.player_id = u.p AND x.last_order_at IS NOT NULL
+                 OFFSET 0) AS x
         """,
         ([k[0] for k in order], [k[1] for k in order], [float(policies[k[0]].initial_for(k[1])) for k in order]),
     )}

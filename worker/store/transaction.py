@@ -49,12 +49,16 @@ hundred rows of ``unnest``) to tables keyed by it (``players`` by ladder and pla
 by match id, ``rating_changes`` by match). Left to its statistics, the planner hashed the whole
 ``players`` table for the ``UPDATE ... FROM unnest`` and the creation of new player rows once the
 table held some tens of thousands of rows and too few for its index to look cheaper (about 33,000
-in a bench run: 510 sequential scans reading 7 million rows for 20,000 matches, PostgreSQL's CPU
-per match 0.33 to 0.36 ms against 0.41 to 0.43 with the scans; see README, Performance). A ladder
-of millions of players plans index lookups anyway; a fresh or small one paid a scan of the table per
-statement. ``later_matches`` (:mod:`worker.store.chronology`) solved the same problem for one query
-with ``LATERAL ... OFFSET 0``; these settings hold for every statement of the transaction and end
-with it (no session state, PgBouncer's transaction mode)."""
+in a bench run: 510 sequential scans reading 7 million rows for 20,000 matches; PostgreSQL's CPU
+per match over the worker child's fell from 1.21-1.37 to 0.96-1.03 without them, see README,
+Performance). A ladder of millions of players plans index lookups anyway; a fresh or small one
+paid a scan of the table per statement. ``later_matches`` (:mod:`worker.store.chronology`) solved
+the same problem for one query with ``LATERAL ... OFFSET 0``; these settings hold for every
+statement of the transaction and end with it (no session state, PgBouncer's transaction mode).
+
+A statement of the transaction must therefore not join a relation without an index on the join key
+(a nested loop would rescan it per row): the write statement looks its new ledger rows up in a
+``jsonb`` map of its ``INSERT ... RETURNING`` (:mod:`worker.store.corrections`), not by a join to it."""
 
 
 def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts | None,
