@@ -121,10 +121,10 @@ def test_a_match_id_committed_meanwhile_rolls_the_whole_batch_back_as_a_ledger_r
 def test_the_rating_transaction_finds_its_rows_by_index_whatever_the_planners_statistics(clean, stored_players):
     """A batch of 100 matches among stored players (and 20 new ones; a few late, so corrections run
     too) reads none of the ``players`` table sequentially, with fresh statistics or none (a server's
-    autovacuum may analyze the table first: then both passes have statistics). Left to its estimates, the planner hashed
-    the whole ``players`` table (its ``UPDATE ... FROM unnest`` and the creation of new player rows)
-    while the table was small against a batch: in a bench run, 510 scans reading 7 million rows for
-    20,000 matches (``worker.store.transaction.KEYED_PLANS``)."""
+    autovacuum may analyze the table first: then both passes have statistics). Left to its
+    estimates, the planner hashed the whole ``players`` table (its ``UPDATE ... FROM unnest`` and
+    the creation of new player rows) while the table was small against a batch: in a bench run,
+    510 scans reading 7 million rows for 20,000 matches (``worker.store.transaction.KEYED_PLANS``)."""
     ladders = load_ladder_policies(get_settings())
     with psycopg.connect(clean.database_url, autocommit=True) as conn:
         repository.apply_batch(conn, [entry("plan-0", "s0", "s1", 0, ladders)], timeouts=LIMITS)
@@ -147,7 +147,7 @@ def test_the_rating_transaction_finds_its_rows_by_index_whatever_the_planners_st
             assert scans == [0], f"analyzed={analyzed}"
 
 
-def rescanned_relations(plan: dict, outer_rows: float = 1.0) -> list[str]:
+def rescanned_relations(plan: dict) -> list[str]:
     """Nodes of an ``EXPLAIN (FORMAT JSON)`` plan that a nested loop rescans once per outer row
     without an index: the inner side of a ``Nested Loop`` whose outer side brings more than one row,
     holding no index scan and itself more than one row (a CTE, an ``unnest``, a table read whole)."""
@@ -171,11 +171,12 @@ def rescanned_relations(plan: dict, outer_rows: float = 1.0) -> list[str]:
 
 def test_no_statement_of_the_rating_transaction_rescans_a_relation_per_row(clean):
     """Every statement a rating transaction runs (a batch of 100 with new players and late matches,
-    so the corrections' statements run too; 20,000 players stored, analyzed), planned again with the transaction's settings and the
-    same parameters: no nested loop rescans a relation without an index once per row. With hash
-    joins off (``KEYED_PLANS``) a join to the write statement's ``INSERT ... RETURNING`` became such
-    a loop over the batch's ledger rows, per history row (about 300 ms of PostgreSQL's CPU per
-    transaction of 1,000 matches against 160 ms without it); it is now a lookup in a ``jsonb`` map."""
+    so the corrections' statements run too; 20,000 players stored, analyzed), planned again with
+    the transaction's settings and the same parameters: no nested loop rescans a relation without
+    an index once per row. With hash joins off (``KEYED_PLANS``) a join to the write statement's
+    ``INSERT ... RETURNING`` became such a loop over the batch's ledger rows, per history row (340
+    to 360 ms of PostgreSQL's CPU per transaction of 1,000 matches, against 155 to 180 ms with the
+    ``jsonb`` map that replaced it); and the new-player statement read ``players`` whole."""
     ladders = load_ladder_policies(get_settings())
     with psycopg.connect(clean.database_url, autocommit=True) as conn:
         repository.apply_batch(conn, [entry(f"scan-{n}", f"s{n}", f"t{n}", 12, ladders) for n in range(50)],

@@ -49,9 +49,9 @@ hundred rows of ``unnest``) to tables keyed by it (``players`` by ladder and pla
 by match id, ``rating_changes`` by match). Left to its statistics, the planner hashed the whole
 ``players`` table for the ``UPDATE ... FROM unnest`` and the creation of new player rows once the
 table held some tens of thousands of rows and too few for its index to look cheaper (about 33,000
-in a bench run: 510 sequential scans reading 7 million rows for 20,000 matches; PostgreSQL's CPU
-per match over the worker child's fell from 1.21-1.37 to 0.96-1.03 without them, see README,
-Performance). A ladder of millions of players plans index lookups anyway; a fresh or small one
+in a bench run: 510 sequential scans reading 7 million rows for 20,000 matches; with these
+settings PostgreSQL's CPU per match over the worker child's fell from 1.21-1.37 to 0.96-1.03, see
+README, Performance). A ladder of millions of players plans index lookups anyway; a fresh or small one
 paid a scan of the table per statement. ``later_matches`` (:mod:`worker.store.chronology`) solved
 the same problem for one query with ``LATERAL ... OFFSET 0``; these settings hold for every
 statement of the transaction and end with it (no session state, PgBouncer's transaction mode).
