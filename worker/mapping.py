@@ -8,21 +8,35 @@ from typing import Any
 from engine import FreeForAll, Match, Outcome, Participant, Performance
 
 _NO_STATS = Performance()
+PERFORMANCE_CACHE_LIMIT = 4096
+"""Distinct :class:`engine.Performance` values :func:`to_engine_match` shares before it starts over."""
+_performances: dict[tuple[Any, Any, Any, Any], Performance] = {}
+
+
+def _performance(stats: Mapping[str, Any]) -> Performance:
+    """The :class:`engine.Performance` of a player's ``stats``: one shared object per distinct value.
+
+    A ledger repeats a few hundred distinct performances (counts are small), so matches that share
+    one object take less memory, skip a frozen dataclass's construction, and stay in the CPU's
+    cache when the ledger is replayed: :mod:`engine.fast_replay` reads every participant's
+    performance. Performance is immutable, so sharing is invisible to its readers. At most
+    :data:`PERFORMANCE_CACHE_LIMIT` values are kept (then the cache starts over).
+    """
+    key = (stats.get("bad_moves", 0), stats.get("won_by_16", 0), stats.get("won_by_24", 0),
+           stats.get("won_by_4_and_last", 0))
+    performance = _performances.get(key)
+    if performance is None:
+        if len(_performances) >= PERFORMANCE_CACHE_LIMIT:
+            _performances.clear()
+        performance = _performances[key] = Performance(*key)
+    return performance
 
 
 def _participant(player: Mapping[str, Any]) -> Participant:
     stats = player.get("stats")
     if not stats:
         return Participant(player["player_id"], _NO_STATS)
-    return Participant(
-        player["player_id"],
-        Performance(
-            bad_moves=stats.get("bad_moves", 0),
-            won_by_16=stats.get("won_by_16", 0),
-            won_by_24=stats.get("won_by_24", 0),
-            won_by_4_and_last=stats.get("won_by_4_and_last", 0),
-        ),
-    )
+    return Participant(player["player_id"], _performance(stats))
 
 
 def to_engine_match(payload: Mapping[str, Any]) -> Match | FreeForAll:
