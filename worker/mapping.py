@@ -17,9 +17,11 @@ def _performance(stats: Mapping[str, Any]) -> Performance:
     """The :class:`engine.Performance` of a player's ``stats``: one shared object per distinct value.
 
     A ledger repeats a few hundred distinct performances (counts are small), so matches that share
-    one object take less memory, skip a frozen dataclass's construction, and stay in the CPU's
-    cache when the ledger is replayed: :mod:`engine.fast_replay` reads every participant's
-    performance. Performance is immutable, so sharing is invisible to its readers. At most
+    one object take less memory, skip a frozen dataclass's construction, and leave
+    :mod:`engine.fast_replay`, which reads every participant's performance, a few hundred objects
+    to reach instead of two per match (README, "Performance": measured, 4.62 against 6.18 µs per
+    match mapped, 289 against 417 bytes held, a faster replay of a ledger mapped row by row).
+    Performance is immutable, so sharing is invisible to its readers. At most
     :data:`PERFORMANCE_CACHE_LIMIT` values are kept (then the cache starts over).
     """
     key = (stats.get("bad_moves", 0), stats.get("won_by_16", 0), stats.get("won_by_24", 0),
