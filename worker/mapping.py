@@ -10,26 +10,36 @@ from engine import FreeForAll, Match, Outcome, Participant, Performance
 _NO_STATS = Performance()
 PERFORMANCE_CACHE_LIMIT = 4096
 """Distinct :class:`engine.Performance` values :func:`to_engine_match` shares before it starts over."""
-_performances: dict[tuple[Any, Any, Any, Any], Performance] = {}
+_performances: dict[tuple[int, int, int, int], Performance] = {(0, 0, 0, 0): _NO_STATS}
 
 
 def _performance(stats: Mapping[str, Any]) -> Performance:
     """The :class:`engine.Performance` of a player's ``stats``: one shared object per distinct value.
 
-    A ledger repeats a few hundred distinct performances (counts are small), so matches that share
+    A ledger repeats few distinct performances (the counts are small), so matches that share
     one object take less memory, skip a frozen dataclass's construction, and leave
     :mod:`engine.fast_replay`, which reads every participant's performance, a few hundred objects
     to reach instead of two per match (README, "Performance": measured, 4.62 against 6.18 µs per
-    match mapped, 289 against 417 bytes held, a faster replay of a ledger mapped row by row).
-    Performance is immutable, so sharing is invisible to its readers. At most
-    :data:`PERFORMANCE_CACHE_LIMIT` values are kept (then the cache starts over).
+    match mapped, 289 against 417 bytes held, a faster replay of matches mapped one by one).
+    Performance is immutable, so sharing is invisible to its readers. Only counts that are plain
+    ``int`` (what the schema's validator gives) are shared: ``True``, ``1.0`` or a value that cannot
+    be hashed, in a ledger row that skipped validation, get an object of their own with exactly
+    the values given, as before the cache. At most :data:`PERFORMANCE_CACHE_LIMIT` values are kept
+    (then the cache starts over).
     """
-    key = (stats.get("bad_moves", 0), stats.get("won_by_16", 0), stats.get("won_by_24", 0),
-           stats.get("won_by_4_and_last", 0))
+    bad_moves = stats.get("bad_moves", 0)
+    won_by_16 = stats.get("won_by_16", 0)
+    won_by_24 = stats.get("won_by_24", 0)
+    won_by_4_and_last = stats.get("won_by_4_and_last", 0)
+    if not (type(bad_moves) is int and type(won_by_16) is int and type(won_by_24) is int
+            and type(won_by_4_and_last) is int):  # True == 1 == 1.0: equal keys, other values
+        return Performance(bad_moves, won_by_16, won_by_24, won_by_4_and_last)
+    key = (bad_moves, won_by_16, won_by_24, won_by_4_and_last)
     performance = _performances.get(key)
     if performance is None:
         if len(_performances) >= PERFORMANCE_CACHE_LIMIT:
             _performances.clear()
+            _performances[0, 0, 0, 0] = _NO_STATS
         performance = _performances[key] = Performance(*key)
     return performance
 

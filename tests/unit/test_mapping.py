@@ -21,7 +21,7 @@ STATS = st.fixed_dictionaries({}, optional={"bad_moves": COUNT, "won_by_16": COU
                                            "won_by_4_and_last": COUNT})
 
 
-def _payload(stats_a: dict[str, int], stats_b: dict[str, int]) -> dict[str, Any]:
+def _payload(stats_a: dict[str, Any], stats_b: dict[str, Any]) -> dict[str, Any]:
     return {
         "match_id": "m1",
         "side_a": {"players": [{"player_id": "a", "stats": stats_a}]},
@@ -45,6 +45,34 @@ def test_performance_equals_the_stats_field_by_field(stats_a: dict[str, int], st
     assert _performances(again) == (Performance(**stats_b), Performance(**stats_a))
 
 
+def _fields(p: Performance) -> list[tuple[type, object]]:
+    return [(type(v), v) for v in (p.bad_moves, p.won_by_16, p.won_by_24, p.won_by_4_and_last)]
+
+
+def test_counts_that_are_not_plain_ints_keep_their_own_values() -> None:
+    """True == 1 == 1.0 and hash alike: a ledger row that skipped validation keeps exactly the
+    values it holds (as the mapping gave before it shared objects), whatever was mapped before it;
+    a value that cannot be hashed maps as before (a classic ladder ignores statistics)."""
+    for first, then in (({"bad_moves": 1}, {"bad_moves": True}), ({"bad_moves": True}, {"bad_moves": 1}),
+                        ({"won_by_16": 2}, {"won_by_16": 2.0}), ({"won_by_16": 2.0}, {"won_by_16": 2})):
+        to_engine_match(_payload(first, first))
+        match = to_engine_match(_payload(then, first))
+        assert isinstance(match, Match)
+        a, b = _performances(match)
+        assert _fields(a) == _fields(Performance(**then))
+        assert _fields(b) == _fields(Performance(**first))
+    odd = to_engine_match(_payload({"bad_moves": [1]}, {"won_by_24": {"x": 1}}))
+    assert isinstance(odd, Match)
+    assert _performances(odd) == (Performance(bad_moves=[1]), Performance(won_by_24={"x": 1}))  # type: ignore[arg-type]
+
+
+def test_zero_counts_are_the_no_stats_performance() -> None:
+    zero = to_engine_match(_payload({"bad_moves": 0}, {}))
+    assert isinstance(zero, Match)
+    a, b = _performances(zero)
+    assert a is b
+
+
 def test_equal_stats_share_one_performance_and_the_cache_stays_bounded() -> None:
     first = to_engine_match(_payload({"bad_moves": 2, "won_by_16": 1}, {"bad_moves": 2, "won_by_16": 1}))
     assert isinstance(first, Match)
@@ -55,3 +83,7 @@ def test_equal_stats_share_one_performance_and_the_cache_stays_bounded() -> None
         assert isinstance(match, Match)
         assert match.side_a[0].performance == Performance(bad_moves=n % 1001, won_by_24=n // 1001)
         assert len(mapping._performances) <= PERFORMANCE_CACHE_LIMIT
+    assert len(mapping._performances) > 1  # it holds values, within its limit
+    zero = to_engine_match(_payload({}, {"won_by_4_and_last": 0}))  # after the cache started over
+    assert isinstance(zero, Match)
+    assert zero.side_a[0].performance is zero.side_b[0].performance
