@@ -107,6 +107,8 @@ def env(servers, events_redis_url, pgbouncer, tmp_path_factory) -> Iterator[Env]
         "RATINGS_EVENTS_REDIS_URL": events_redis_url,
         "RATINGS_QUEUE": queue,
         "RATINGS_STREAM": stream,
+        # PgBouncer 1.18 (Debian's) keeps no prepared statement between transactions
+        "RATINGS_DATABASE_PREPARED_STATEMENTS": "false" if pgbouncer is not None else "true",
     }
     saved = {k: os.environ.get(k) for k in overrides}
     os.environ.update(overrides)

@@ -18,8 +18,14 @@ from worker import store as repository
 from worker.devtools.generate import generate_sedma_matches
 from worker.devtools.pgbouncer import PgBouncer
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
+from worker.policy.ladders import load_ladders
 from worker.producer import producer_app, publish_match
+from worker.service.environment import EnvironmentNotReady
+from worker.service.rating_service import RatingService
+from worker.settings import DEFAULT_LADDERS_FILE, Settings
+from worker.store.ladders import LadderPolicy
 from worker.store.migrate import migrate
+from worker.store.pool import open_pool
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +122,7 @@ def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
     try:
         pooled = bouncer.url_for(s.database_url)
         s.env.update(RATINGS_DATABASE_URL=pooled, RATINGS_LOCK_TIMEOUT_MS="700", RATINGS_STATEMENT_TIMEOUT_MS="20000",
-                     RATINGS_PLAYER_LOCK_WAIT_MS="700")
+                     RATINGS_PLAYER_LOCK_WAIT_MS="700", RATINGS_DATABASE_PREPARED_STATEMENTS="false")
         # the store's transaction settings, through PgBouncer: SET LOCAL values seen inside, none after
         with psycopg.connect(pooled, autocommit=True, prepare_threshold=None) as conn:
             inside = repository.transaction_timeouts(conn, repository.TransactionTimeouts(700, 20000))
@@ -147,6 +153,47 @@ def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
         assert (c.applied, c.dead_letters) == (201, 0)
     finally:
         s.procs.stop_all()
+        bouncer.stop()
+
+
+def test_prepared_statements_through_a_pgbouncer_that_cannot_keep_them_are_an_error_of_the_environment(scenario,
+                                                                                                      tmp_path):
+    """``RATINGS_DATABASE_PREPARED_STATEMENTS`` left on (the default) through PgBouncer 1.18 in
+    transaction mode, one server connection: a second worker's first prepared statement meets the
+    first's, of the same name, in the shared server session (``DuplicatePreparedStatement``). That
+    is an error of the environment (reason ``prepared_statements``, the setting to change named),
+    not of the message: no dead letter, nothing applied (issue 14's run made 74 ``internal_error``
+    dead letters of it). With the setting off the same message applies."""
+    s = scenario()
+    bouncer = PgBouncer.start(tmp_path / "pgbouncer", s.admin_url, pool_size=1)
+    pools = []
+    try:
+        pooled = bouncer.url_for(s.database_url)
+        ladders = {name: LadderPolicy(name, policy) for name, policy in load_ladders(DEFAULT_LADDERS_FILE).items()}
+
+        def service(**settings) -> RatingService:
+            config = Settings(database_url=pooled, broker_url=s.broker_url, max_retries=1, **settings)
+            pools.append(open_pool(config))
+            return RatingService(pools[-1], ladders, config)
+
+        first, second = (json.dumps(m.model_dump(mode="json"))
+                         for m in generate_sedma_matches(2, players=4, seed=5, id_prefix="prep"))
+        done: list = [None]
+        service().rate([("t-1", [first], {})], done)
+        assert done[0].outcome == "applied"
+        with pytest.raises(EnvironmentNotReady) as raised:
+            service().rate([("t-2", [second], {})])
+        assert raised.value.reason == "prepared_statements"
+        assert "RATINGS_DATABASE_PREPARED_STATEMENTS=false" in raised.value.detail
+        c = s.counts()
+        assert (c.applied, c.dead_letters) == (1, 0)
+        service(database_prepared_statements=False).rate([("t-2", [second], {})], done)
+        assert done[0].outcome == "applied"
+        c = s.counts()
+        assert (c.applied, c.dead_letters) == (2, 0)
+    finally:
+        for pool in pools:
+            pool.close()
         bouncer.stop()
 
 

@@ -147,6 +147,39 @@ def test_the_rating_transaction_finds_its_rows_by_index_whatever_the_planners_st
             assert scans == [0], f"analyzed={analyzed}"
 
 
+def test_prepared_statements_planned_on_small_tables_keep_finding_rows_by_index_as_they_grow(clean):
+    """The worker's connections prepare their statements (``prepare_threshold=0``) and the rating
+    transaction runs them with generic plans, made at a statement's first execution and kept until
+    the tables' statistics change. Planned here while ``players`` and ``ledger`` held a few rows
+    (none analyzed, as on a server whose autovacuum is off), the plans must still look rows up by
+    index once 40,000 players are stored: a batch of 100 reads none of ``players`` sequentially.
+    Without ``enable_seqscan`` off (``worker.store.transaction.KEYED_PLANS``) the kept plans read
+    it whole. (The first statement, the ledger lookup, is never prepared: it is planned under the
+    session's settings, for the ledger as it is.)"""
+    ladders = load_ladder_policies(get_settings())
+    with psycopg.connect(clean.database_url, autocommit=True, prepare_threshold=0) as conn:
+        repository.apply_batch(conn, [entry("gen-0", "g0", "g1", 0, ladders)], timeouts=LIMITS)
+        conn.execute("ANALYZE players, ledger")  # statistics of a small ladder, never updated after
+        for n in range(1, 3):
+            repository.apply_batch(conn, [entry(f"gen-{n}", f"g{n}", f"g{n + 1}", n, ladders)], timeouts=LIMITS)
+        prepared = conn.execute("SELECT count(*) FROM pg_prepared_statements WHERE generic_plans > 0").fetchone()[0]
+        assert prepared >= 5  # the transaction's statements, planned generically once
+        conn.execute("INSERT INTO players (ladder, player_id, rating, peak_rating) "
+                     "SELECT 'elo', 's' || n, 1500, 1500 FROM generate_series(1, 40000) AS n")
+        batch = [entry(f"gen-b{n}", f"s{n * 37 % 40000 + 1}", f"new{n}" if n % 5 == 0 else f"s{n * 91 % 40000 + 1}",
+                       n % 24, ladders) for n in range(100)]
+        scans: list[tuple] = []
+
+        def before_commit() -> None:  # inside the transaction: its own counts
+            scans.append(conn.execute("SELECT coalesce(sum(seq_scan), 0) FROM pg_stat_xact_user_tables "
+                                      "WHERE relname = 'players'").fetchone())
+
+        results, _ = repository.apply_batch(conn, batch, before_commit, timeouts=LIMITS)
+        assert [r.outcome for r in results] == [Outcome.APPLIED] * 100
+        assert scans == [(0,)]
+        assert conn.execute("SELECT count(*) FROM pg_prepared_statements WHERE generic_plans > 1").fetchone()[0] >= 5
+
+
 def rescanned_relations(plan: dict) -> list[str]:
     """Nodes of an ``EXPLAIN (FORMAT JSON)`` plan that a nested loop rescans once per outer row
     without an index: the inner side of a ``Nested Loop`` whose outer side brings more than one row,

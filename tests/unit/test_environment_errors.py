@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg.errors
 
 from worker.service.environment import Backoff, backoff_cap
-from worker.store.schema import SchemaStatus, environment_reason, shipped_migrations
+from worker.store.schema import SchemaStatus, environment_detail, environment_reason, shipped_migrations
 
 
 def test_environment_errors_are_classified_by_what_an_operator_fixes():
@@ -13,6 +13,15 @@ def test_environment_errors_are_classified_by_what_an_operator_fixes():
     assert environment_reason(psycopg.errors.UndefinedTable("x")) == "not_migrated"
     assert environment_reason(psycopg.errors.InsufficientPrivilege("x")) == "no_privilege"
     assert environment_reason(psycopg.OperationalError("x")) == "unreachable"
+
+
+def test_prepared_statements_lost_between_transactions_are_an_error_of_the_environment_that_names_the_setting():
+    for exc in (psycopg.errors.DuplicatePreparedStatement('prepared statement "_pg3_0" already exists'),
+                psycopg.errors.InvalidSqlStatementName('prepared statement "_pg3_3" does not exist')):
+        assert environment_reason(exc) == "prepared_statements"
+        first = environment_detail(exc).splitlines()[0]  # the line the backoff logs
+        assert "RATINGS_DATABASE_PREPARED_STATEMENTS=false" in first and str(exc) in first
+    assert environment_detail(psycopg.errors.ReadOnlySqlTransaction("read only\nmore")) == "read only\nmore"
 
 
 def test_backoff_doubles_up_to_its_cap_and_resets(monkeypatch):

@@ -14,8 +14,8 @@ log = logging.getLogger(__name__)
 class EnvironmentNotReady(Exception):
     """The database cannot take the rating transaction for a reason no message causes (DESIGN.md:
     an error of the environment is never a dead letter). ``reason``: ``not_migrated``,
-    ``read_only``, ``no_privilege``, ``unreachable`` or ``database_error``; the driver's error is
-    the ``__cause__``."""
+    ``read_only``, ``no_privilege``, ``prepared_statements``, ``unreachable`` or ``database_error``;
+    the driver's error is the ``__cause__``."""
 
     def __init__(self, reason: str, detail: str):
         super().__init__(f"{reason}: {detail}")
@@ -50,7 +50,8 @@ class Backoff:
             self._failures += 1
             failures = self._failures
         reason = exc.reason if isinstance(exc, EnvironmentNotReady) else environment_reason(exc)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = (exc.detail if isinstance(exc, EnvironmentNotReady) else str(exc)).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
         log.error("database not ready (%s: %s); %s, next attempt in %.0f s (failure %d in a row)",
                   reason, first, keep, delay, failures)
         return delay

@@ -27,7 +27,7 @@ from worker.settings import Settings
 from worker.store.connection import TRANSIENT_DATABASE_ERRORS
 from worker.store.ladders import LadderPolicy
 from worker.store.pool import ConnectionPool
-from worker.store.schema import ENVIRONMENT_DATABASE_ERRORS
+from worker.store.schema import ENVIRONMENT_DATABASE_ERRORS, environment_detail
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class RatingService:
         except repository.AnnulmentRefused as exc:
             return self._annulment_dead_letter(task_id, "annulment_refused", str(exc), raw_body(raw))
         except ENVIRONMENT_DATABASE_ERRORS as exc:
-            raise EnvironmentNotReady(environment_reason(exc), str(exc).strip()) from exc
+            raise EnvironmentNotReady(environment_reason(exc), environment_detail(exc)) from exc
         except (*TRANSIENT_ERRORS, *self.interrupts):  # type: ignore[misc]  # exception types
             raise
         except Exception as exc:  # a permanent error (a bug): kept as a dead letter, never dropped
@@ -276,7 +276,7 @@ class RatingService:
                         # stale session state (e.g. a read-only default) must not outlive the error
                         self._environment_failed = True
                         conn.close()
-                        raise EnvironmentNotReady(environment_reason(exc), str(exc).strip()) from exc
+                        raise EnvironmentNotReady(environment_reason(exc), environment_detail(exc)) from exc
                 raise RuntimeError("the batch lost the race on a match id 5 times in a row")
         raise AssertionError("unreachable: stamina retries or raises")
 

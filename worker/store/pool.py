@@ -12,17 +12,20 @@ from worker.settings import Settings
 
 
 def open_pool(settings: Settings) -> ConnectionPool:
-    """A psycopg connection pool for the rating path (autocommit connections, no prepared statements).
+    """A psycopg connection pool for the rating path (autocommit connections).
 
-    Works through PgBouncer in transaction pooling mode: no startup ``options`` (PgBouncer refuses
-    them), no server-side prepared statements (``prepare_threshold=None``: a prepared statement
-    lives in one server session, which PgBouncer hands to other clients between transactions), and
-    no session settings: the store's rating transaction applies ``lock_timeout``,
+    Server-side prepared statements when ``settings.database_prepared_statements`` (the default):
+    psycopg prepares each statement at its first execution (``prepare_threshold=0``), and the
+    rating transaction runs them with generic plans (``plan_cache_mode`` in
+    :data:`worker.store.transaction.KEYED_PLANS`), so a transaction neither parses nor plans. Else
+    none (``prepare_threshold=None``: every statement parsed and planned with its parameters, the
+    unnamed statement of the extended protocol), for PgBouncer in transaction pooling mode before
+    1.21 (a prepared statement lives in one server session, which PgBouncer hands to other clients
+    between transactions). Either way no startup ``options`` (PgBouncer refuses them) and no
+    session settings: the store's rating transaction applies ``lock_timeout``,
     ``statement_timeout``, ``idle_in_transaction_session_timeout`` and the server's TCP keepalives
     with ``SET LOCAL`` (:func:`worker.store.rating.apply_batch`). TCP keepalives on the client side
-    come from :func:`keepalive_kwargs`. Without
-    prepared statements every statement is planned with its parameters (the unnamed statement of
-    the extended protocol), so ``plan_cache_mode`` no longer matters.
+    come from :func:`keepalive_kwargs`.
 
     Opened per process (after fork in Celery children), never at import. Raises ``RuntimeError``
     when ``RATINGS_DATABASE_URL`` is not set.
@@ -33,7 +36,8 @@ def open_pool(settings: Settings) -> ConnectionPool:
         settings.database_url,
         min_size=1,
         max_size=settings.pool_max_size,
-        kwargs={"autocommit": True, "prepare_threshold": None, **keepalive_kwargs(settings)},
+        kwargs={"autocommit": True, "prepare_threshold": 0 if settings.database_prepared_statements else None,
+                **keepalive_kwargs(settings)},
         open=True,
         name="ratings",
     )
@@ -81,7 +85,10 @@ class RatingsPool(ConnectionPool):
         if stale:  # closed, so the pool drops it (a connection failing the check only goes back otherwise)
             conn.close()
             raise StaleConnection("opened before the last error of the environment")
-        ConnectionPool.check_connection(conn)
+        # ConnectionPool.check_connection's empty query, never prepared (prepare_threshold=0 would
+        # prepare it): where prepared statements fail (PgBouncer before 1.21), the rating
+        # transaction is the one to report it, as an error of the environment that says what to do
+        conn.execute("", prepare=False)
 
     def retire_connections(self) -> None:
         """Discard every connection opened before now (each when next taken from the pool)."""

@@ -18,6 +18,10 @@ ENVIRONMENT_DATABASE_ERRORS: tuple[type[Exception], ...] = (
     psycopg.errors.InvalidCatalogName,  # 3D000: the database does not exist
     psycopg.errors.InvalidAuthorizationSpecification,  # 28000
     psycopg.errors.InvalidPassword,  # 28P01
+    # 26000 / 42P05: a prepared statement missing or there already: prepared statements do not
+    # survive between transactions (PgBouncer in transaction mode before 1.21)
+    psycopg.errors.InvalidSqlStatementName,
+    psycopg.errors.DuplicatePreparedStatement,
 )
 """Errors of the environment, not of a message: the same for every message until an operator
 acts, so they are never dead letters; the worker backs off and keeps the messages queued."""
@@ -32,9 +36,28 @@ def environment_reason(exc: BaseException) -> str:
     if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn |
                   psycopg.errors.UndefinedFunction):
         return "not_migrated"
+    if isinstance(exc, psycopg.errors.InvalidSqlStatementName | psycopg.errors.DuplicatePreparedStatement):
+        return "prepared_statements"
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return "unreachable"
     return "database_error"
+
+
+PREPARED_STATEMENTS_HINT = (
+    "prepared statements do not survive between this connection's transactions (PgBouncer in "
+    "transaction mode before 1.21, or with max_prepared_statements = 0?): set "
+    "RATINGS_DATABASE_PREPARED_STATEMENTS=false")
+"""What an operator does about an error of reason ``prepared_statements``."""
+
+
+def environment_detail(exc: BaseException) -> str:
+    """The ``detail`` of an :class:`worker.service.environment.EnvironmentNotReady` for the driver
+    error ``exc``: its message, after what to do where the message does not say it (one line first,
+    as the backoff logs it)."""
+    text = str(exc).strip()
+    if environment_reason(exc) == "prepared_statements":
+        return f"{PREPARED_STATEMENTS_HINT} ({text.splitlines()[0] if text else type(exc).__name__})"
+    return text
 
 
 def shipped_migrations() -> list[str]:

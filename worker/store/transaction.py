@@ -40,9 +40,24 @@ DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_m
 """Limits of a transaction whose caller gave none (tools and tests)."""
 
 
-KEYED_PLANS = (("enable_hashjoin", "off"), ("enable_mergejoin", "off"))
+KEYED_PLANS = (("enable_hashjoin", "off"), ("enable_mergejoin", "off"), ("enable_seqscan", "off"),
+               ("plan_cache_mode", "force_generic_plan"), ("jit", "off"))
 """Planner settings of the rating transaction (``SET LOCAL``): joins by nested loop, so each of the
-batch's rows is found through its index.
+batch's rows is found through its index; tables read through an index wherever one serves
+(``enable_seqscan``); prepared statements run with their generic plan (``plan_cache_mode``); no
+JIT compilation.
+
+With prepared statements (``RATINGS_DATABASE_PREPARED_STATEMENTS``, :func:`worker.store.pool.open_pool`)
+a statement is parsed and planned once per connection, not once per transaction: on one connection,
+transactions of one match took 2.1 ms of PostgreSQL's CPU instead of 3.9 to 4.7 ms, of ten matches
+0.56 to 0.65 ms per match instead of 0.70 to 0.91 (README, Performance). A generic plan is made
+without the parameters and kept until the tables' statistics change (an ``ANALYZE``, a ``VACUUM``):
+made while the statistics of ``players`` said a few rows, it read the table whole, and on a server
+whose autovacuum is off it kept doing so as the table grew (212 sequential scans of 40,000 rows in
+one batch of 100, ``tests/integration/test_round_trips.py``); with ``enable_seqscan`` off the plan
+made on a small table looks rows up by index as on a big one (the statement of a table without a usable index
+still scans it, at a cost the planner inflates: JIT, which that cost would trigger, is off). The
+planner settings change plans, never results.
 
 Every statement of the transaction joins a batch (at most ``RATINGS_BATCH_SIZE`` matches, a few
 hundred rows of ``unnest``) to tables keyed by it (``players`` by ladder and player id, ``ledger``
@@ -87,10 +102,12 @@ def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts | None
                 names.append(name)
                 values.append(str(int(value)))
     # the settings first (left to right), then the lookup, which needs none of them
+    # never prepared: it is planned under the session's settings (the SET LOCAL takes effect as it runs),
+    # where a generic plan kept from a small ledger could read the table whole
     row = cur.execute(
         "SELECT count(set_config(n, v, true)), (SELECT array_agg(ARRAY[match_id, payload_hash, task_id]) "
         "FROM ledger WHERE match_id = ANY(%b)) FROM unnest(%b::text[], %b::text[]) AS s(n, v)",
-        (list(match_ids), names, values)).fetchone()
+        (list(match_ids), names, values), prepare=False).fetchone()
     return {mid: (h, t) for mid, h, t in (row[1] or [])}
 
 
