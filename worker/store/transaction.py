@@ -49,14 +49,14 @@ JIT compilation.
 
 With prepared statements (``RATINGS_DATABASE_PREPARED_STATEMENTS``, :func:`worker.store.pool.open_pool`)
 a statement is parsed and planned once per connection, not once per transaction: on one connection,
-transactions of one match took 2.1 ms of PostgreSQL's CPU instead of 3.9 to 4.7 ms, of ten matches
-0.56 to 0.65 ms per match instead of 0.70 to 0.91 (README, Performance). A generic plan is made
+transactions of one match took 2.1 and 2.7 ms of PostgreSQL's CPU against 3.9 and 4.7 ms without,
+of ten matches 0.56 and 0.65 ms per match against 0.70 and 0.91 (two runs each; README, Performance). A generic plan is made
 without the parameters and kept until the tables' statistics change (an ``ANALYZE``, a ``VACUUM``):
 made while the statistics of ``players`` said a few rows, it read the table whole, and on a server
 whose autovacuum is off it kept doing so as the table grew (212 sequential scans of 40,000 rows in
 one batch of 100, ``tests/integration/test_round_trips.py``); with ``enable_seqscan`` off the plan
-made on a small table looks rows up by index as on a big one (the statement of a table without a usable index
-still scans it, at a cost the planner inflates: JIT, which that cost would trigger, is off). The
+made on a small table looks rows up by index as on a big one (a table without a usable index is
+still scanned, at a cost the planner inflates: JIT, which that cost would trigger, is off). The
 planner settings change plans, never results.
 
 Every statement of the transaction joins a batch (at most ``RATINGS_BATCH_SIZE`` matches, a few
