@@ -150,14 +150,15 @@ def test_the_rating_transaction_finds_its_rows_by_index_whatever_the_planners_st
 def test_prepared_statements_planned_on_small_tables_keep_finding_rows_by_index_as_they_grow(clean):
     """The worker's connections prepare their statements (``prepare_threshold=0``) and the rating
     transaction runs them with generic plans, made at a statement's first execution and kept until
-    the tables' statistics change. Planned here while ``players`` and ``ledger`` held a few rows
-    (none analyzed, as on a server whose autovacuum is off), the plans must still look rows up by
-    index once 40,000 players are stored: a batch of 100 reads none of ``players`` sequentially.
+    the tables' statistics change. Planned here while ``players`` and ``ledger`` held a few rows,
+    analyzed at that size and never after (a server whose autovacuum is off), the plans must still
+    look rows up by index once 40,000 players are stored: a batch of 100 reads none of ``players``
+    sequentially.
     Without ``enable_seqscan`` off (``worker.store.transaction.KEYED_PLANS``) the kept plans read
     it whole. (The first statement, the ledger lookup, is never prepared: it is planned under the
     session's settings, for the ledger as it is.)"""
     ladders = load_ladder_policies(get_settings())
-    with psycopg.connect(clean.database_url, autocommit=True, prepare_threshold=0) as conn:
+    with psycopg.connect(clean.direct_database_url, autocommit=True, prepare_threshold=0) as conn:
         repository.apply_batch(conn, [entry("gen-0", "g0", "g1", 0, ladders)], timeouts=LIMITS)
         conn.execute("ANALYZE players, ledger")  # statistics of a small ladder, never updated after
         for n in range(1, 3):
