@@ -175,14 +175,15 @@ class Settings(BaseSettings):
     )
     pool_max_size: int = Field(default=4, gt=0, description="Connections per worker child's pool.")
     database_prepared_statements: bool = Field(
-        default=True,
+        default=False,
         description="The rating path's connections prepare their statements on the server (psycopg's "
         "prepare_threshold=0) and the rating transaction runs them with generic plans "
-        "(plan_cache_mode=force_generic_plan, SET LOCAL): a transaction skips parsing and planning, "
-        "about half of PostgreSQL's CPU in a transaction of one match. Set false behind PgBouncer "
-        "in transaction mode before 1.21, or 1.21+ with max_prepared_statements = 0 (a prepared "
-        "statement lives in one server session); on with it set it fails as `prepared_statements` "
-        "(an error of the environment: messages stay queued).",
+        "(plan_cache_mode=force_generic_plan, SET LOCAL): a transaction that commits skips parsing "
+        "and planning, about half of PostgreSQL's CPU in a transaction of one match. Turn it on "
+        "when RATINGS_DATABASE_URL reaches PostgreSQL directly (or PgBouncer 1.22+ with "
+        "max_prepared_statements > 0). Off by default: behind a transaction-mode PgBouncer that "
+        "does not track them, a prepared statement lives in one server session that other clients "
+        "share, and a client could run another's statement of the same name.",
     )
     relay_batch_size: int = Field(default=500, gt=0, description="Outbox rows the relay publishes per round.")
     metrics_port: int = Field(default=9100, gt=0, description="Worker HTTP port: /metrics, /healthz, /readyz.")

@@ -95,8 +95,9 @@ class Cluster:
         self.worker_database_url = bouncer.url_for(self.database_url) if bouncer is not None else self.database_url
         env.update(RATINGS_DATABASE_URL=self.worker_database_url, RATINGS_DIRECT_DATABASE_URL=self.database_url,
                    RATINGS_BROKER_URL=broker_url, RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream)
-        if bouncer is not None:  # PgBouncer 1.18 (Debian's) keeps no prepared statement between transactions
-            env.update(RATINGS_DATABASE_PREPARED_STATEMENTS="false")
+        # prepared statements on a direct connection, as recommended; PgBouncer 1.18 (Debian's)
+        # keeps none between transactions
+        env.update(RATINGS_DATABASE_PREPARED_STATEMENTS="false" if bouncer is not None else "true")
         # The event stream's Redis: the broker unless it is RabbitMQ (then events_url, required).
         self.events_url = events_url or broker_url
         env.update(RATINGS_EVENTS_REDIS_URL=self.events_url)

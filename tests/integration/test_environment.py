@@ -158,7 +158,7 @@ def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
 
 def test_prepared_statements_through_a_pgbouncer_that_cannot_keep_them_are_an_error_of_the_environment(scenario,
                                                                                                       tmp_path):
-    """``RATINGS_DATABASE_PREPARED_STATEMENTS`` left on (the default) through PgBouncer 1.18 in
+    """``RATINGS_DATABASE_PREPARED_STATEMENTS`` turned on through PgBouncer 1.18 in
     transaction mode, one server connection: a second worker's first prepared statement meets the
     first's, of the same name, in the shared server session (``DuplicatePreparedStatement``). That
     is an error of the environment (reason ``prepared_statements``, the setting to change named),
@@ -179,10 +179,11 @@ def test_prepared_statements_through_a_pgbouncer_that_cannot_keep_them_are_an_er
         first, second = (json.dumps(m.model_dump(mode="json"))
                          for m in generate_sedma_matches(2, players=4, seed=5, id_prefix="prep"))
         done: list = [None]
-        service().rate([("t-1", [first], {})], done)
+        # explicit: the session's env fixture may have set the variable off for its own PgBouncer pass
+        service(database_prepared_statements=True).rate([("t-1", [first], {})], done)
         assert done[0].outcome == "applied"
         with pytest.raises(EnvironmentNotReady) as raised:
-            service().rate([("t-2", [second], {})])
+            service(database_prepared_statements=True).rate([("t-2", [second], {})])
         assert raised.value.reason == "prepared_statements"
         assert "RATINGS_DATABASE_PREPARED_STATEMENTS=false" in raised.value.detail
         c = s.counts()

@@ -148,8 +148,8 @@ def test_the_rating_transaction_finds_its_rows_by_index_whatever_the_planners_st
 
 
 def test_prepared_statements_planned_on_small_tables_keep_finding_rows_by_index_as_they_grow(clean):
-    """The worker's connections prepare their statements (``prepare_threshold=0``) and the rating
-    transaction runs them with generic plans, made at a statement's first execution and kept until
+    """A worker whose connections prepare their statements (``prepare_threshold=0``) runs the rating
+    transaction's statements with generic plans, made at a statement's first execution and kept until
     the tables' statistics change. Planned here while ``players`` and ``ledger`` held a few rows,
     analyzed at that size and never after (a server whose autovacuum is off), the plans must still
     look rows up by index once 40,000 players are stored: a batch of 100 reads none of ``players``

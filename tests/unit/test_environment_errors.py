@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg.errors
 
-from worker.service.environment import Backoff, backoff_cap
+from worker.service.environment import Backoff, EnvironmentNotReady, backoff_cap
 from worker.store.schema import SchemaStatus, environment_detail, environment_reason, shipped_migrations
 
 
@@ -22,6 +22,16 @@ def test_prepared_statements_lost_between_transactions_are_an_error_of_the_envir
         first = environment_detail(exc).splitlines()[0]  # the line the backoff logs
         assert "RATINGS_DATABASE_PREPARED_STATEMENTS=false" in first and str(exc) in first
     assert environment_detail(psycopg.errors.ReadOnlySqlTransaction("read only\nmore")) == "read only\nmore"
+
+
+def test_the_backoff_logs_an_environment_errors_reason_once_and_the_first_line_of_its_detail(caplog):
+    exc = EnvironmentNotReady("prepared_statements", environment_detail(
+        psycopg.errors.DuplicatePreparedStatement('prepared statement "_pg3_0" already exists')))
+    Backoff(initial=0.5).next_delay(exc, "requeueing the message(s)")
+    logged = caplog.records[-1].getMessage()
+    assert logged.startswith("database not ready (prepared_statements: prepared statements do not survive")
+    assert "prepared_statements: prepared_statements" not in logged  # the reason, once
+    assert 'set RATINGS_DATABASE_PREPARED_STATEMENTS=false (prepared statement "_pg3_0" already exists))' in logged
 
 
 def test_backoff_doubles_up_to_its_cap_and_resets(monkeypatch):

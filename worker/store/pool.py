@@ -14,18 +14,18 @@ from worker.settings import Settings
 def open_pool(settings: Settings) -> ConnectionPool:
     """A psycopg connection pool for the rating path (autocommit connections).
 
-    Server-side prepared statements when ``settings.database_prepared_statements`` (the default):
-    psycopg prepares each statement at its first execution (``prepare_threshold=0``), and the
-    rating transaction runs them with generic plans (``plan_cache_mode`` in
-    :data:`worker.store.transaction.KEYED_PLANS`), so a transaction neither parses nor plans. Else
-    none (``prepare_threshold=None``: every statement parsed and planned with its parameters, the
-    unnamed statement of the extended protocol), for PgBouncer in transaction pooling mode before
-    1.21 (a prepared statement lives in one server session, which PgBouncer hands to other clients
-    between transactions). Either way no startup ``options`` (PgBouncer refuses them) and no
-    session settings: the store's rating transaction applies ``lock_timeout``,
-    ``statement_timeout``, ``idle_in_transaction_session_timeout`` and the server's TCP keepalives
-    with ``SET LOCAL`` (:func:`worker.store.rating.apply_batch`). TCP keepalives on the client side
-    come from :func:`keepalive_kwargs`.
+    Server-side prepared statements when ``settings.database_prepared_statements`` (off by
+    default): psycopg prepares each statement at its first execution (``prepare_threshold=0``), and
+    the rating transaction runs them with generic plans
+    (:data:`worker.store.transaction.GENERIC_PLANS`), so a transaction that commits neither parses
+    nor plans. Else none (``prepare_threshold=None``: every statement parsed and planned with its
+    parameters, the unnamed statement of the extended protocol), as PgBouncer in transaction
+    pooling mode before 1.22 needs (a prepared statement lives in one server session, which
+    PgBouncer hands to other clients between transactions). Either way no startup ``options``
+    (PgBouncer refuses them) and no session settings: the store's rating transaction applies
+    ``lock_timeout``, ``statement_timeout``, ``idle_in_transaction_session_timeout`` and the
+    server's TCP keepalives with ``SET LOCAL`` (:func:`worker.store.rating.apply_batch`). TCP
+    keepalives on the client side come from :func:`keepalive_kwargs`.
 
     Opened per process (after fork in Celery children), never at import. Raises ``RuntimeError``
     when ``RATINGS_DATABASE_URL`` is not set.
@@ -86,7 +86,7 @@ class RatingsPool(ConnectionPool):
             conn.close()
             raise StaleConnection("opened before the last error of the environment")
         # ConnectionPool.check_connection's empty query, never prepared (prepare_threshold=0 would
-        # prepare it): where prepared statements fail (PgBouncer before 1.21), the rating
+        # prepare it): where prepared statements fail (PgBouncer before 1.22), the rating
         # transaction is the one to report it, as an error of the environment that says what to do
         conn.execute("", prepare=False)
 

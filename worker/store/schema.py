@@ -19,7 +19,7 @@ ENVIRONMENT_DATABASE_ERRORS: tuple[type[Exception], ...] = (
     psycopg.errors.InvalidAuthorizationSpecification,  # 28000
     psycopg.errors.InvalidPassword,  # 28P01
     # 26000 / 42P05: a prepared statement missing or there already: prepared statements do not
-    # survive between transactions (PgBouncer in transaction mode before 1.21)
+    # survive between transactions (PgBouncer in transaction mode before 1.22)
     psycopg.errors.InvalidSqlStatementName,
     psycopg.errors.DuplicatePreparedStatement,
 )
@@ -45,7 +45,7 @@ def environment_reason(exc: BaseException) -> str:
 
 PREPARED_STATEMENTS_HINT = (
     "prepared statements do not survive between this connection's transactions (PgBouncer in "
-    "transaction mode before 1.21, or with max_prepared_statements = 0?): set "
+    "transaction mode before 1.22, or with max_prepared_statements = 0?): set "
     "RATINGS_DATABASE_PREPARED_STATEMENTS=false")
 """What an operator does about an error of reason ``prepared_statements``."""
 

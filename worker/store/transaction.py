@@ -36,28 +36,36 @@ class TransactionTimeouts:
     chronological position (``RATINGS_CORRECTION_MAX_MATCHES``); past it the match goes at the end."""
 
 
+GENERIC_PLANS = (("plan_cache_mode", "force_generic_plan"),)
+"""The rating transaction's statements run with their generic plan (``SET LOCAL``), on a connection
+that prepares them only: PostgreSQL applies ``plan_cache_mode`` to the extended protocol's unnamed
+statement too, which would then be planned without its parameters at every execution."""
+
+
 DEFAULT_TIMEOUTS = TransactionTimeouts(lock_timeout_ms=5000, statement_timeout_ms=30000)
 """Limits of a transaction whose caller gave none (tools and tests)."""
 
 
-KEYED_PLANS = (("enable_hashjoin", "off"), ("enable_mergejoin", "off"), ("enable_seqscan", "off"),
-               ("plan_cache_mode", "force_generic_plan"), ("jit", "off"))
+KEYED_PLANS = (("enable_hashjoin", "off"), ("enable_mergejoin", "off"), ("enable_seqscan", "off"), ("jit", "off"))
 """Planner settings of the rating transaction (``SET LOCAL``): joins by nested loop, so each of the
 batch's rows is found through its index; tables read through an index wherever one serves
-(``enable_seqscan``); prepared statements run with their generic plan (``plan_cache_mode``); no
-JIT compilation.
+(``enable_seqscan``); no JIT compilation. On a connection that prepares its statements
+(psycopg's ``prepare_threshold`` set) :data:`GENERIC_PLANS` too.
 
-With prepared statements (``RATINGS_DATABASE_PREPARED_STATEMENTS``, :func:`worker.store.pool.open_pool`)
-a statement is parsed and planned once per connection, not once per transaction: on one connection,
-transactions of one match took 2.1 and 2.7 ms of PostgreSQL's CPU against 3.9 and 4.7 ms without,
-of ten matches 0.56 and 0.65 ms per match against 0.70 and 0.91 (two runs each; README, Performance). A generic plan is made
-without the parameters and kept until the tables' statistics change (an ``ANALYZE``, a ``VACUUM``):
-made while the statistics of ``players`` said a few rows, it read the table whole, and on a server
-whose autovacuum is off it kept doing so as the table grew (212 sequential scans of 40,000 rows in
-one batch of 100, ``tests/integration/test_round_trips.py``); with ``enable_seqscan`` off the plan
-made on a small table looks rows up by index as on a big one (a table without a usable index is
-still scanned, at a cost the planner inflates: JIT, which that cost would trigger, is off). The
-planner settings change plans, never results.
+With prepared statements (``RATINGS_DATABASE_PREPARED_STATEMENTS``,
+:func:`worker.store.pool.open_pool`) a statement is parsed and planned once per connection, not once
+per transaction (as long as its transactions commit: psycopg deallocates every prepared statement of
+the connection after a ``ROLLBACK``, to a savepoint too, as when a player row is busy): on one
+connection, transactions of one match took 2.1 and 2.7 ms of PostgreSQL's CPU against 3.9 and 4.7 ms
+without, of ten matches 0.56 and 0.65 ms per match against 0.70 and 0.91 (two runs each; README,
+Performance). A generic plan is made without the parameters and kept until the tables' statistics
+change (an ``ANALYZE``, a ``VACUUM``): made while the statistics of ``players`` said a few rows, it
+read the table whole, and on a server whose autovacuum is off it kept doing so as the table grew
+(212 sequential scans of 40,000 rows in one batch of 100,
+``tests/integration/test_round_trips.py``); with ``enable_seqscan`` off the plan made on a small
+table looks rows up by index as on a big one (a table without a usable index is still scanned, at a
+cost the planner inflates: JIT, which that cost would trigger, is off). The planner settings change
+plans, never results.
 
 Every statement of the transaction joins a batch (at most ``RATINGS_BATCH_SIZE`` matches, a few
 hundred rows of ``unnest``) to tables keyed by it (``players`` by ladder and player id, ``ledger``
@@ -84,13 +92,15 @@ def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts | None
     a rating transaction waiting for rows can tell a peer from a stuck session; the server's TCP
     keepalives are set too (ignored on a Unix socket).
 
-    The planner settings :data:`KEYED_PLANS` are applied with them, ``timeouts`` or not.
+    The planner settings :data:`KEYED_PLANS` are applied with them, ``timeouts`` or not, and
+    :data:`GENERIC_PLANS` on a connection that prepares statements.
 
     In the same statement (one round trip), the ledger rows of ``match_ids`` are read: returns
     ``{match_id: (payload_hash, task_id)}`` of those already applied. ``timeouts`` None: the
     lookup and the planner settings alone (the session's timeouts stay in force)."""
-    names: list[str] = [name for name, _ in KEYED_PLANS]
-    values: list[str] = [value for _, value in KEYED_PLANS]
+    plans = KEYED_PLANS + (GENERIC_PLANS if cur.connection.prepare_threshold is not None else ())
+    names: list[str] = [name for name, _ in plans]
+    values: list[str] = [value for _, value in plans]
     if timeouts is not None:
         names += ["lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout", "application_name"]
         values += [f"{int(timeouts.lock_timeout_ms)}ms", f"{int(timeouts.statement_timeout_ms)}ms",

@@ -168,6 +168,9 @@ class Cluster:
         self.broker_url = broker_url
         self.queue, self.stream = f"ratings-bench-{suffix}", f"ratings-bench-{suffix}.rating-changed"
         env = dict(os.environ)
+        # the bench's connections are direct: prepared statements on, as recommended there (the
+        # variable in the environment, or an override, decides otherwise)
+        env.setdefault("RATINGS_DATABASE_PREPARED_STATEMENTS", "true")
         env.update(RATINGS_DATABASE_URL=database_url, RATINGS_BROKER_URL=broker_url,
                    RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream, **(overrides or {}))
         self.wired = _noop_wired()

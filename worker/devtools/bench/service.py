@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
     out: dict[str, Any] = {"main_workers": main, "matches": n, "players": config.players,
                            "node_layout": "one worker node per process, concurrency 1 (prefork child)",
                            "batch_size": settings.batch_size, "batch_flush_interval_s": settings.batch_flush_interval,
-                           "reserved_per_child": settings.reserved_per_child}
+                           "reserved_per_child": settings.reserved_per_child,
+                           "database_prepared_statements": os.environ.get("RATINGS_DATABASE_PREPARED_STATEMENTS",
+                                                                          "true")}
     out["server_autovacuum"] = autovacuum_on(database_url)
     out["bench_vacuum_interval_s"] = 0.0 if out["server_autovacuum"] else config.vacuum_interval
     for workers in counts:
