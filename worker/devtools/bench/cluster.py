@@ -106,6 +106,12 @@ def _rss(pid: int) -> tuple[int, int]:
     return main.memory_info().rss, children
 
 
+def prepared_statements() -> str:
+    """``RATINGS_DATABASE_PREPARED_STATEMENTS`` of the bench's workers: the environment's, else
+    ``"true"`` (the bench's connections are direct, where prepared statements are recommended)."""
+    return os.environ.get("RATINGS_DATABASE_PREPARED_STATEMENTS", "true")
+
+
 class _Vacuum:
     """Stands in for autovacuum where the server has it off: ``VACUUM (ANALYZE)`` of the tables the
     rating transaction writes every ``interval`` seconds, in a thread, while a run goes on.
@@ -170,7 +176,7 @@ class Cluster:
         env = dict(os.environ)
         # the bench's connections are direct: prepared statements on, as recommended there (the
         # variable in the environment, or an override, decides otherwise)
-        env.setdefault("RATINGS_DATABASE_PREPARED_STATEMENTS", "true")
+        env.setdefault("RATINGS_DATABASE_PREPARED_STATEMENTS", prepared_statements())
         env.update(RATINGS_DATABASE_URL=database_url, RATINGS_BROKER_URL=broker_url,
                    RATINGS_QUEUE=self.queue, RATINGS_STREAM=self.stream, **(overrides or {}))
         self.wired = _noop_wired()

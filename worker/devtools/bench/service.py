@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from worker.devtools.bench.cluster import Cluster, _warm_up, autovacuum_on, delivered_late, service_matches
+from worker.devtools.bench.cluster import (
+    Cluster,
+    _warm_up,
+    autovacuum_on,
+    delivered_late,
+    prepared_statements,
+    service_matches,
+)
 from worker.devtools.bench.common import BenchConfig, progress
 from worker.devtools.bench.hot_lock import HOT_PLAYER, hot_lock_run
 from worker.settings import get_settings
@@ -27,8 +33,7 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
                            "node_layout": "one worker node per process, concurrency 1 (prefork child)",
                            "batch_size": settings.batch_size, "batch_flush_interval_s": settings.batch_flush_interval,
                            "reserved_per_child": settings.reserved_per_child,
-                           "database_prepared_statements": os.environ.get("RATINGS_DATABASE_PREPARED_STATEMENTS",
-                                                                          "true")}
+                           "database_prepared_statements": prepared_statements()}
     out["server_autovacuum"] = autovacuum_on(database_url)
     out["bench_vacuum_interval_s"] = 0.0 if out["server_autovacuum"] else config.vacuum_interval
     for workers in counts:
