@@ -371,6 +371,12 @@ class MatchFinished(BaseModel):
         This form is part of the v1 contract: changing it (or adding a defaulted field) changes the
         hash of messages already in the ledger, so it needs a new schema version.
         """
+        return self.canonical()[1]
+
+    def canonical(self) -> tuple[dict[str, Any], bytes]:
+        """The match's canonical JSON object and its text: ``(data, canonical_json())``, where
+        ``data == json.loads(canonical_json())`` (a fresh dict of JSON types, which the caller may
+        keep; the rating path stores it as the ledger payload without parsing the text again)."""
         model = self
         if self.finished_at.tzinfo is not timezone.utc:
             # Validation already converts to UTC; this covers instances made with model_construct.
@@ -380,7 +386,7 @@ class MatchFinished(BaseModel):
             if data.get(name) is None:
                 data.pop(name, None)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return text.encode("utf-8")
+        return data, text.encode("utf-8")
 
     def payload_hash(self) -> str:
         """Hex SHA-256 of :meth:`canonical_json` (64 lowercase hex characters)."""

@@ -82,10 +82,24 @@ def _semantic(reason: str, doc) -> bool:
 def _worker(doc) -> str | None:
     """None when the worker accepts the document's JSON text, else its reason code."""
     try:
-        parse_match_finished(json.dumps(doc, ensure_ascii=False))
+        match = parse_match_finished(json.dumps(doc, ensure_ascii=False))
     except InvalidMessage as exc:
         return exc.reason_code
+    # the rating path stores canonical()'s object as the ledger payload instead of parsing the text
+    data, text = match.canonical()
+    assert _same_json(data, json.loads(text)), (data, text)
     return None
+
+
+def _same_json(a, b) -> bool:
+    """Equal values of the same JSON types all the way down (1 and 1.0, True and 1 differ)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def _compare(doc) -> str:

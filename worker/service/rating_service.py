@@ -175,8 +175,8 @@ class RatingService:
         if ladder is None:
             return repository.BatchDeadLetter("unknown_ladder", unknown_ladder_detail(match.ladder, self.ladders),
                                               raw_body(raw), match.match_id, task_id)
-        canonical = match.canonical_json()  # once: payload_hash() would serialize it again
-        return repository.BatchMatch(json.loads(canonical), hashlib.sha256(canonical).hexdigest(), match.finished_at,
+        payload, canonical = match.canonical()  # once: payload_hash() would serialize it again
+        return repository.BatchMatch(payload, hashlib.sha256(canonical).hexdigest(), match.finished_at,
                                      ladder, task_id, raw_body(raw), canonical.decode("utf-8"))
 
     def annul(self, task_id: str | None, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[str, str | None]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 import psycopg
 from pydantic import TypeAdapter
 
@@ -56,10 +56,15 @@ def rating_changed_json(events: list[dict[str, Any]]) -> list[str]:
     ``+00:00`` offset, where pydantic's own serializer would write ``Z``): the same JSON as before
     the events were typed. Raises :class:`pydantic.ValidationError` when one event breaks the
     contract (the rating transaction then rolls back).
+
+    Written by orjson (compact, UTF-8 as is, floats in their shortest round-trip form, which may
+    write an exponent other than Python's ``repr``: ``0.00001`` for ``1e-05``; the outbox stores
+    the value as ``jsonb``, so only the value counts). Validation comes first, so no NaN reaches
+    orjson (which would write ``null``).
     """
     RATING_CHANGED_EVENTS.validate_python(events)
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
-    return [dumps(e) for e in events]
+    dumps = orjson.dumps
+    return [dumps(e, default=str).decode() for e in events]
 
 
 def _event_row(reason: str, event_id: Any, match_id: str, ladder: str, player_id: str, rating_before: float,
@@ -111,8 +116,10 @@ def correction_events_json(events: Sequence[dict[str, Any]], occurred_at: dateti
 
 
 def event_payloads_json(payload: Any) -> str:
-    """Compact JSON text of an outbox payload, as written to the stream."""
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON text of an outbox payload (decoded ``jsonb``), as written to the stream: orjson,
+    as :func:`rating_changed_json`. Raises ``orjson.JSONEncodeError`` (a ``TypeError``) for an
+    integer beyond 64 bits, which no field of the contract holds (its integers are counts)."""
+    return orjson.dumps(payload).decode()
 
 
 def take_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, str, Any]]:
