@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import psycopg
+from psycopg.types.json import set_json_loads
 from pydantic import TypeAdapter
 
 from engine import RatingChange
@@ -133,8 +134,12 @@ def take_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, st
     the ids are taken as an array (``= ANY(ARRAY(...))``, not ``IN``, which planned a hash join over
     the whole pending table) and each event is read by its id (the claim before this one
     merge-joined from the outbox's first row, a cost growing with the outbox until it was pruned).
+    Each payload is decoded by orjson (a fifth of the standard library's time per event; README,
+    Performance), on this cursor only.
     """
-    return conn.execute(
+    cur = conn.cursor()
+    set_json_loads(orjson.loads, cur)
+    return cur.execute(
         """WITH taken AS (DELETE FROM outbox_pending
                            WHERE id = ANY(ARRAY(SELECT id FROM outbox_pending ORDER BY id LIMIT %s
                                                    FOR UPDATE SKIP LOCKED))
