@@ -275,16 +275,20 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_object_without_repeated_keys,
+    parse_constant=_reject_constant,
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+)
+"""One decoder for every message (``json.loads`` with hooks builds a new one per call: 4 of the 24 µs
+a Sedma message took to decode)."""
+
+
 def _decode_json(body: bytes) -> Any:
     try:
         text = body.decode("utf-8")
-        return json.loads(
-            text,
-            object_pairs_hook=_object_without_repeated_keys,
-            parse_constant=_reject_constant,
-            parse_float=_parse_float,
-            parse_int=_parse_int,
-        )
+        return _DECODER.decode(text)
     except _RepeatedKey as exc:
         key = json.dumps(exc.args[0])
         raise InvalidMessage(
