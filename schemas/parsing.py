@@ -288,6 +288,8 @@ a Sedma message took to decode)."""
 def _decode_json(body: bytes) -> Any:
     try:
         text = body.decode("utf-8")
+        if text.startswith("\ufeff"):  # json.loads says so; JSONDecoder.decode only "Expecting value"
+            raise ValueError("Unexpected UTF-8 BOM (send UTF-8 without a byte order mark)")
         return _DECODER.decode(text)
     except _RepeatedKey as exc:
         key = json.dumps(exc.args[0])

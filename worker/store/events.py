@@ -61,11 +61,14 @@ def rating_changed_json(events: list[dict[str, Any]]) -> list[str]:
     Written by orjson (compact, UTF-8 as is, floats in their shortest round-trip form, which may
     write an exponent other than Python's ``repr``: ``0.00001`` for ``1e-05``; the outbox stores
     the value as ``jsonb``, so only the value counts). Validation comes first, so no NaN reaches
-    orjson (which would write ``null``).
+    orjson (which would write ``null``). A value orjson cannot write as the JSON type the contract
+    gives (a ``float`` subclass such as ``numpy.float64``, a ``Decimal``, an integer beyond 64
+    bits) raises ``orjson.JSONEncodeError`` (a ``TypeError``) rather than being written as a
+    string.
     """
     RATING_CHANGED_EVENTS.validate_python(events)
     dumps = orjson.dumps
-    return [dumps(e, default=str).decode() for e in events]
+    return [dumps(e).decode() for e in events]
 
 
 def _event_row(reason: str, event_id: Any, match_id: str, ladder: str, player_id: str, rating_before: float,
@@ -116,10 +119,22 @@ def correction_events_json(events: Sequence[dict[str, Any]], occurred_at: dateti
     return rating_changed_json(rows) if rows else []
 
 
+def outbox_payload_loads(data: bytes | str) -> Any:
+    """The relay's decoder of an outbox payload's ``jsonb`` text: orjson; a text orjson refuses (a
+    number beyond the float range, such as ``1e400``, which ``jsonb`` returns as a 401-digit
+    integer) is kept as it is, an ``orjson.Fragment`` that :func:`event_payloads_json` writes
+    verbatim, so that no row stops the relay (``jsonb`` text is always JSON). Integers of 2**64 and
+    beyond come back as floats (no field of the contract holds one: its integers are counts)."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return orjson.Fragment(data)
+
+
 def event_payloads_json(payload: Any) -> str:
-    """Compact JSON text of an outbox payload (decoded ``jsonb``), as written to the stream: orjson,
-    as :func:`rating_changed_json`. Raises ``orjson.JSONEncodeError`` (a ``TypeError``) for an
-    integer beyond 64 bits, which no field of the contract holds (its integers are counts)."""
+    """Compact JSON text of an outbox payload (as :func:`outbox_payload_loads` decoded it), as written
+    to the stream: orjson, as :func:`rating_changed_json`; a payload kept as an ``orjson.Fragment``
+    is written as its ``jsonb`` text."""
     return orjson.dumps(payload).decode()
 
 
@@ -134,11 +149,11 @@ def take_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, st
     the ids are taken as an array (``= ANY(ARRAY(...))``, not ``IN``, which planned a hash join over
     the whole pending table) and each event is read by its id (the claim before this one
     merge-joined from the outbox's first row, a cost growing with the outbox until it was pruned).
-    Each payload is decoded by orjson (a fifth of the standard library's time per event; README,
-    Performance), on this cursor only.
+    Each payload is decoded by :func:`outbox_payload_loads` (orjson: a fifth of the standard
+    library's time per event; README, Performance), on this cursor only.
     """
     cur = conn.cursor()
-    set_json_loads(orjson.loads, cur)
+    set_json_loads(outbox_payload_loads, cur)
     return cur.execute(
         """WITH taken AS (DELETE FROM outbox_pending
                            WHERE id = ANY(ARRAY(SELECT id FROM outbox_pending ORDER BY id LIMIT %s
