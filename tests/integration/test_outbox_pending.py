@@ -82,10 +82,12 @@ def test_migration_0008_keeps_the_unpublished_events_pending(env):
 
 def test_a_payload_orjson_cannot_read_is_published_as_it_is_and_the_events_behind_it_too(clean):
     """The relay decodes the outbox's ``jsonb`` with orjson, which refuses a number beyond the float
-    range (``jsonb`` returns 1e400 as a 401-digit integer). No writer of the service makes such a row,
+    range (``jsonb`` returns 1e400 as a 401-digit integer) and writes no nesting deeper than 254
+    levels. No writer of the service makes such a row,
     but a row made by hand must not stop the relay: it goes to the stream as its ``jsonb`` text, and
     the rows behind it are published too (the running relay process, real PostgreSQL and Redis)."""
-    payloads = ['{"x": 1e400}', '{"x": -1e309, "y": "é"}', '{"ok": 1}']
+    deep = "[" * 300 + "]" * 300
+    payloads = ['{"x": 1e400}', '{"x": -1e309, "y": "é"}', f'{{"deep": {deep}}}', '{"ok": 1}']
     with clean.connect() as conn:
         for payload in payloads:
             conn.execute("INSERT INTO outbox (event_id, payload) VALUES (gen_random_uuid(), %s::jsonb)", (payload,))
@@ -94,4 +96,4 @@ def test_a_payload_orjson_cannot_read_is_published_as_it_is_and_the_events_behin
             time.sleep(0.1)
         assert conn.execute("SELECT count(*) FROM outbox_pending").fetchone()[0] == 0
     published = [json.loads(f["payload"]) for _, f in clean.redis.xrange(clean.stream)]
-    assert published == [{"x": 10**400}, {"x": -(10**309), "y": "é"}, {"ok": 1}]
+    assert published == [{"x": 10**400}, {"x": -(10**309), "y": "é"}, {"deep": json.loads(deep)}, {"ok": 1}]

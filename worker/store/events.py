@@ -9,7 +9,6 @@ from typing import Any
 
 import orjson
 import psycopg
-from psycopg.types.json import set_json_loads
 from pydantic import TypeAdapter
 
 from engine import RatingChange
@@ -119,26 +118,21 @@ def correction_events_json(events: Sequence[dict[str, Any]], occurred_at: dateti
     return rating_changed_json(rows) if rows else []
 
 
-def outbox_payload_loads(data: bytes | str) -> Any:
-    """The relay's decoder of an outbox payload's ``jsonb`` text: orjson; a text orjson refuses (a
-    number beyond the float range, such as ``1e400``, which ``jsonb`` returns as a 401-digit
-    integer) is kept as it is, an ``orjson.Fragment`` that :func:`event_payloads_json` writes
-    verbatim, so that no row stops the relay (``jsonb`` text is always JSON). Integers of 2**64 and
-    beyond come back as floats (no field of the contract holds one: its integers are counts)."""
+def event_payloads_json(payload: str) -> str:
+    """The stream's text of an outbox payload, from its ``jsonb`` text (``payload::text``): made
+    compact by orjson (decoded and written again, as :func:`rating_changed_json` writes; a fifth of
+    the standard library's time to decode). A text orjson cannot take (a number beyond the float
+    range, such as ``1e400``, which ``jsonb`` returns as a 401-digit integer; nesting deeper than
+    orjson's 254 levels) goes as it is, ``jsonb``'s own valid JSON, so that no row stops the relay.
+    Integers of 2**64 and beyond come back as floats (no field of the contract holds one: its
+    integers are counts)."""
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return orjson.Fragment(data)
+        return orjson.dumps(orjson.loads(payload)).decode()
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return payload
 
 
-def event_payloads_json(payload: Any) -> str:
-    """Compact JSON text of an outbox payload (as :func:`outbox_payload_loads` decoded it), as written
-    to the stream: orjson, as :func:`rating_changed_json`; a payload kept as an ``orjson.Fragment``
-    is written as its ``jsonb`` text."""
-    return orjson.dumps(payload).decode()
-
-
-def take_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, str, Any]]:
+def take_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, str, str]]:
     """Take up to ``limit`` unpublished outbox events, in one statement: lock their rows of
     ``outbox_pending`` (``SKIP LOCKED``: relays may run in parallel), delete them, and return the
     events ``(id, event_id, payload)`` in outbox order; the outbox rows themselves are only read.
@@ -149,17 +143,14 @@ def take_unpublished(conn: psycopg.Connection, limit: int) -> list[tuple[int, st
     the ids are taken as an array (``= ANY(ARRAY(...))``, not ``IN``, which planned a hash join over
     the whole pending table) and each event is read by its id (the claim before this one
     merge-joined from the outbox's first row, a cost growing with the outbox until it was pruned).
-    Each payload is decoded by :func:`outbox_payload_loads` (orjson: a fifth of the standard
-    library's time per event; README, Performance), on this cursor only.
+    Each payload comes as its ``jsonb`` text, for :func:`event_payloads_json`.
     """
-    cur = conn.cursor()
-    set_json_loads(outbox_payload_loads, cur)
-    return cur.execute(
+    return conn.execute(
         """WITH taken AS (DELETE FROM outbox_pending
                            WHERE id = ANY(ARRAY(SELECT id FROM outbox_pending ORDER BY id LIMIT %s
                                                    FOR UPDATE SKIP LOCKED))
                           RETURNING id)
-           SELECT o.id, o.event_id::text, o.payload FROM taken JOIN outbox o ON o.id = taken.id ORDER BY o.id""",
+           SELECT o.id, o.event_id::text, o.payload::text FROM taken JOIN outbox o ON o.id = taken.id ORDER BY o.id""",
         (limit,),
     ).fetchall()
 
