@@ -54,6 +54,19 @@ def test_publish_a_jsonl_file_and_list_dead_letters(clean, tmp_path):
     assert "not_json=1" in listing.stdout
 
 
+def test_publish_takes_a_json_lines_file_saved_with_a_byte_order_mark(clean, tmp_path):
+    """A file saved by an editor that writes a UTF-8 BOM: its first line is a match like the others
+    (it was reported as not a JSON object, left out, exit 1)."""
+    path = tmp_path / "matches.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (json.dumps(match("bom-1", "a", "b")) + "\n"
+                                          + json.dumps(match("bom-2", "b", "a")) + "\n").encode())
+    result = run_cli(clean, "publish", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "published 2 messages" in result.stdout
+    counts = clean.wait_drained(2)
+    assert (counts.applied, counts.dead_letters) == (2, 0)
+
+
 def test_publish_counts_and_leaves_out_lines_that_are_not_json_objects(clean, tmp_path):
     """A CSV published by mistake: its lines are counted, not sent, and the command exits 1."""
     path = tmp_path / "results.csv"

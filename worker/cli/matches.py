@@ -49,7 +49,7 @@ def publish(
     warning and exit code 1, unless `--send-invalid` (the worker then dead-letters them). Other
     invalid messages are dead-lettered by the worker.
     """
-    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in file.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
     invalid = [n for n, line in enumerate(lines, 1) if not _json_object(line)]
     if invalid:
         first = lines[invalid[0] - 1]

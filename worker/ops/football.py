@@ -27,7 +27,7 @@ def football_matches(
     ``FileNotFoundError`` if the file is missing and ``ValueError`` on a malformed row.
     """
     seen: Counter[str] = Counter()
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:  # a BOM (Excel) is not part of "date"
         for i, row in enumerate(csv.DictReader(f)):
             if limit is not None and i >= limit:
                 return

@@ -50,7 +50,7 @@ def read_games(path: Path) -> Iterator[tuple[dict[str, str], Match]]:
 
     Raises ``ValueError`` naming the row for a missing column or an unreadable result or score.
     """
-    with open(path, newline="", encoding="utf-8") as handle:
+    with open(path, newline="", encoding="utf-8-sig") as handle:  # a BOM (Excel) is not part of "date"
         for number, row in enumerate(csv.DictReader(handle), start=2):
             try:
                 outcome = _OUTCOMES[row["result1"].strip()]

@@ -346,7 +346,7 @@ class LoadedPolicy:
 def read_toml(path: Path) -> tuple[dict[str, Any], str]:
     """``(parsed, text)`` of a TOML file; :class:`PolicyConfigError` if unreadable or not TOML."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # tomllib refuses a BOM
     except OSError as exc:
         raise PolicyConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     try:

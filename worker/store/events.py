@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -15,6 +16,8 @@ from engine import RatingChange
 from schemas import RatingChanged
 
 OUTBOX_CHANNEL = "ratings_outbox"
+
+log = logging.getLogger(__name__)
 
 
 EVENT_NAMESPACE = uuid.UUID("7d1c8f0e-3b7a-5c38-9a51-6f3e2b0d4c11")
@@ -123,12 +126,15 @@ def event_payloads_json(payload: str) -> str:
     compact by orjson (decoded and written again, as :func:`rating_changed_json` writes; a fifth of
     the standard library's time to decode). A text orjson cannot take (a number beyond the float
     range, such as ``1e400``, which ``jsonb`` returns as a 401-digit integer; nesting deeper than
-    orjson's 254 levels) goes as it is, ``jsonb``'s own valid JSON, so that no row stops the relay.
-    Integers of 2**64 and beyond come back as floats (no field of the contract holds one: its
-    integers are counts)."""
+    orjson's 254 levels) goes as it is, ``jsonb``'s own valid JSON, so that no row stops the relay,
+    with a warning logged (no writer of the service makes such a row). Integers outside
+    [-2**63, 2**64) are written as floats (no field of the contract holds one: its integers are
+    counts)."""
     try:
         return orjson.dumps(orjson.loads(payload)).decode()
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError) as exc:
+        log.warning("an outbox payload orjson cannot take (%s) goes to the stream as its jsonb text: %.200s",
+                    exc, payload)
         return payload
 
 

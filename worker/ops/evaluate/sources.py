@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -80,7 +81,7 @@ def is_football_csv(path: Path) -> bool:
     """True when ``path`` is a CSV whose header holds the international football columns."""
     if path.suffix.lower() != ".csv":
         return False
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         header = f.readline()
     return {"date", "home_team", "away_team", "home_score", "away_score"} <= set(header.strip().split(","))
 
@@ -99,7 +100,7 @@ def first_ladder(path: Path) -> str | None:
     """The ladder of the first valid MatchFinished line of a JSON Lines file, or ``None``."""
     from schemas import InvalidMessage, parse_match_finished
 
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
         for line in f:
             if not line.strip():
                 continue
@@ -115,13 +116,16 @@ def jsonl_history(path: Path, ladder: str, skipped: SkippedLines) -> Iterator[Hi
 
     Each line is validated by :func:`schemas.parse_match_finished`; a bad line is counted in
     ``skipped`` with its reason code and left out, as is a message of another ladder and a repeated
-    match id (the worker applies a match id once). Empty lines are ignored.
+    match id (the worker applies a match id once). Empty lines are ignored, and a UTF-8 byte order
+    mark at the start of the file (an editor's, not the first message's).
     """
     from schemas import InvalidMessage, parse_match_finished
 
     seen: set[str] = set()
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
             if not raw.strip():
                 continue
             try:
