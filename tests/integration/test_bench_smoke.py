@@ -79,7 +79,11 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     # the rating path's work shows in the processes that do it, the no-op's does not reach PostgreSQL
     assert row["cpu_per_match_preloaded"]["postgresql_backends_ms"] > 0
     assert row["cpu_per_match_preloaded"]["worker_children_ms"] > 0
-    assert row["cpu_per_match_preloaded"]["relay_ms"] > 0
+    # the relay's share of 200 matches is about one 10 ms clock tick of /proc/<pid>/stat (it read 0.0
+    # once in CI): it must show over the rating runs together (several hundred matches more)
+    relay_seconds = sum(run["cpu_per_message"]["relay_ms"] * run["messages"] for run in service["runs"]
+                        if not run["kind"].startswith("noop"))
+    assert relay_seconds > 0
     targets = {t["target"] for t in results["targets"]}
     assert "consumers only, 1 worker processes / no-op baseline" in targets
     for run in service["runs"]:  # nothing lost, nothing dead-lettered, verify exact
