@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -37,13 +38,13 @@ def generate_sedma_matches(
     """
     rng = random.Random(seed)
     ids = [f"p{i:04d}" for i in range(1, players + 1)]
-    weights = [1.0 / rank for rank in range(1, players + 1)]
+    cum_weights = list(itertools.accumulate(1.0 / rank for rank in range(1, players + 1)))  # as choices() sums them
     at = start
     for n in range(count):
         size = 2 if rng.random() < team_share and players >= 4 else 1
         chosen: list[str] = []
         while len(chosen) < 2 * size:
-            pick = rng.choices(ids, weights)[0]
+            pick = rng.choices(ids, cum_weights=cum_weights)[0]
             if pick not in chosen:
                 chosen.append(pick)
         a_won = rng.random() < 0.5
