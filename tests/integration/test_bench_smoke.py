@@ -76,6 +76,17 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
         cpu = row[key]
         assert parts | {"service_total_ms", "publishers_ms", "machine_busy_ms", "other_ms", "machine_busy_pct"} <= set(cpu)
         assert abs(cpu["service_total_ms"] - sum(cpu[p] for p in parts)) < 0.001
+        assert set(cpu["context_switches"]) == {"postgresql_backends", "worker_main", "worker_children", "relay"}
+        assert all(v >= 0 for part in cpu["context_switches"].values() for v in part.values())
+    # a worker child waits for PostgreSQL in every statement: its voluntary context switches show
+    assert row["cpu_per_match_preloaded"]["context_switches"]["worker_children"]["voluntary"] > 0
+    # matches per rating transaction (ledger rows over the distinct transactions that wrote them):
+    # between one match per transaction and a full batch
+    for run in service["runs"]:
+        if not run["kind"].startswith("noop"):
+            assert 0 < run["rating_transactions"] <= run["applied"]
+            assert 1 <= run["matches_per_transaction"] <= service["batch_size"]
+    assert row["matches_per_transaction_preloaded"] is not None and row["matches_per_transaction_full_load"] is not None
     # the rating path's work shows in the processes that do it, the no-op's does not reach PostgreSQL
     assert row["cpu_per_match_preloaded"]["postgresql_backends_ms"] > 0
     assert row["cpu_per_match_preloaded"]["worker_children_ms"] > 0

@@ -144,6 +144,14 @@ def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int], 
     return backends, background, vacuums
 
 
+def rating_transactions(conn: psycopg.Connection) -> int:
+    """The committed transactions that wrote the ledger's rows: distinct ``xmin`` (the id of the
+    transaction that inserted a row; the bench's plain ``VACUUM`` does not freeze rows this young),
+    so ledger rows / this = matches applied per rating transaction (the batches' mean size)."""
+    row = conn.execute("SELECT count(DISTINCT xmin::text) FROM ledger").fetchone()
+    return int(row[0]) if row else 0
+
+
 def correction_figures(conn: psycopg.Connection) -> dict[str, int]:
     """What the late matches of a run cost: ``late_matches`` (``ledger.out_of_order``),
     ``placed_at_end``, ``corrections``, ``matches_rerated`` in all and the ``largest_correction``."""

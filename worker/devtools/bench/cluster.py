@@ -347,6 +347,7 @@ class Cluster:
             policies = load_ladders(get_settings().ladders_file)
             verified = all(verify_ladder(conn, ladder, policy).ok for ladder, policy in policies.items())
             corrections = bench_data.correction_figures(conn)
+            transactions = bench_data.rating_transactions(conn)
         on_stream: dict[str, float] = {}
         start = "-"
         while True:
@@ -371,6 +372,9 @@ class Cluster:
             "per_s_to_last_commit": round(len(matches) / (last_commit - first), 1),
             "applied": c.applied, "duplicates": c.duplicates, "dead_letters": c.dead_letters,
             "verify_ok": verified,
+            # the batches' mean size: how many matches shared a transaction's fixed cost
+            "rating_transactions": transactions,
+            "matches_per_transaction": round(c.applied / transactions, 2) if transactions else None,
             # matches stored out of order (a later match of one of their players committed first, in
             # another worker's batch or an earlier batch of the same worker) and what re-rating
             # them cost

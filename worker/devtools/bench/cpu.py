@@ -37,6 +37,10 @@ SERVICE_PARTS = ("postgresql_backends", "postgresql_background", "worker_main", 
 """The parts summed into the service's CPU per match."""
 
 
+SWITCHED_PARTS = ("postgresql_backends", "worker_main", "worker_children", "relay")
+"""The parts whose context switches are counted (processes of this machine the bench knows by pid)."""
+
+
 def _cpu(pid: int) -> float:
     import psutil
 
@@ -47,12 +51,28 @@ def _cpu(pid: int) -> float:
     return t.user + t.system
 
 
+def _switches(pid: int) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of ``pid`` so far (``/proc/<pid>/status``): a
+    voluntary one is a wait (for the server, the broker, a lock), an involuntary one a preemption
+    (the process wanted the CPU and another got it); (0, 0) for a process gone."""
+    import psutil
+
+    try:
+        c = psutil.Process(pid).num_ctx_switches()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return 0, 0
+    return c.voluntary, c.involuntary
+
+
 @dataclass
 class Snapshot:
     """CPU seconds per process at one instant, grouped by part (``part -> {pid: seconds}``), and
-    the whole machine's busy CPU seconds (every CPU, every process: ``/proc/stat``) at that instant."""
+    the whole machine's busy CPU seconds (every CPU, every process: ``/proc/stat``) at that instant;
+    ``switches``: the context switches (voluntary, involuntary) of the processes of
+    :data:`SWITCHED_PARTS` (``part -> {pid: (voluntary, involuntary)}``)."""
 
     parts: dict[str, dict[int, float]] = field(default_factory=dict)
+    switches: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
     machine_busy: float = 0.0
     at: float = 0.0
 
@@ -100,6 +120,7 @@ class CpuMeter:
         s.parts["postgresql_background"] = {pid: _cpu(pid) for pid in background}
         cpu = self.redis.info("cpu")
         s.parts["redis"] = {0: float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])}
+        s.switches = {part: {pid: _switches(pid) for pid in s.parts[part]} for part in SWITCHED_PARTS}
         s.machine_busy, s.at = machine_busy_seconds(), time.monotonic()
         return s
 
@@ -111,6 +132,9 @@ def per_match(start: Snapshot, end: Snapshot, messages: int,
     A process seen only at the end (started during the run) counts from zero; one gone by the end
     is not counted (the bench's pools keep their connections, so this is rare). The bench's own
     ``VACUUM (ANALYZE)`` session is ``bench_vacuum_ms``, outside the service's total.
+    ``context_switches``: per part of :data:`SWITCHED_PARTS`, the ``voluntary`` and ``involuntary``
+    context switches per message, counted the same way (an involuntary one is a preemption: more
+    runnable processes than CPUs).
     """
     out: dict[str, Any] = {}
     total = 0.0
@@ -125,6 +149,13 @@ def per_match(start: Snapshot, end: Snapshot, messages: int,
         out[f"{part}_ms"] = round(ms, 4)
         total += ms
     out["service_total_ms"] = round(total, 4)
+    switches: dict[str, dict[str, float]] = {}
+    for part in SWITCHED_PARTS:
+        before_s, after_s = start.switches.get(part, {}), end.switches.get(part, {})
+        counts = [sum(max(0, v[k] - before_s.get(pid, (0, 0))[k]) for pid, v in after_s.items()) for k in (0, 1)]
+        switches[part] = {"voluntary": round(counts[0] / max(1, messages), 3),
+                          "involuntary": round(counts[1] / max(1, messages), 3)}
+    out["context_switches"] = switches
     vacuum = part_ms("bench_vacuum")
     out["bench_vacuum_ms"] = round(vacuum, 4)
     publishers = 1000 * (publisher_cpu_seconds or 0.0) / max(1, messages)

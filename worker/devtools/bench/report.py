@@ -133,6 +133,12 @@ def print_results(results: dict[str, Any]) -> None:
         console.print(t)
 
 
+def _preemptions(cpu: dict[str, Any]) -> str:
+    """Involuntary context switches per match of the service's processes we know by pid, summed."""
+    switches = cpu.get("context_switches")
+    return f"{sum(s['involuntary'] for s in switches.values()):.2f}" if switches else "-"
+
+
 def print_scaling(console: Console, service: dict[str, Any]) -> None:
     """The scaling tables: throughput end to end and consumers only, each beside its no-op
     baseline, the publishers' own capacity, and CPU milliseconds per match by process."""
@@ -155,7 +161,7 @@ def print_scaling(console: Console, service: dict[str, Any]) -> None:
     parts = ("postgresql_backends", "postgresql_background", "worker_main", "worker_children", "redis", "relay")
     for col in ("worker processes", "PostgreSQL backends", "PostgreSQL background", "worker main", "worker child",
                 "Redis", "relay", "service total", "publishers", "bench VACUUM", "everything else", "machine busy",
-                "no-op total", "late / re-rated"):
+                "no-op total", "late / re-rated", "matches / transaction", "preemptions / match"):
         t.add_column(col, justify="right")
     for row in rows:
         cpu, noop = row.get("cpu_per_match_preloaded"), row.get("cpu_per_noop_preloaded")
@@ -166,5 +172,6 @@ def print_scaling(console: Console, service: dict[str, Any]) -> None:
                   f"{cpu.get('publishers_ms', 0):.3f}", f"{cpu.get('bench_vacuum_ms', 0):.3f}",
                   f"{cpu.get('other_ms', 0):.3f}", f"{cpu.get('machine_busy_pct', 0)} %",
                   f"{noop['service_total_ms']:.3f}" if noop else "-",
-                  f"{late['late_matches']:,} / {late['matches_rerated']:,}" if late else "-")
+                  f"{late['late_matches']:,} / {late['matches_rerated']:,}" if late else "-",
+                  _n(row.get("matches_per_transaction_preloaded")), _preemptions(cpu))
     console.print(t)

@@ -194,6 +194,8 @@ def scaling_row(workers: int, noop: dict, noop_same: dict, unbatched_noop: dict 
         "cpu_per_match_preloaded": drained["cpu_per_message"],
         "cpu_per_match_full_load": full["cpu_per_message"],
         "cpu_per_noop_preloaded": noop_preloaded["cpu_per_message"],
+        "matches_per_transaction_preloaded": drained.get("matches_per_transaction"),
+        "matches_per_transaction_full_load": full.get("matches_per_transaction"),
         "corrections_preloaded": drained.get("corrections"),
         "corrections_full_load": full.get("corrections"),
     }
