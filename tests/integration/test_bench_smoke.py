@@ -86,6 +86,16 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
         if not run["kind"].startswith("noop"):
             assert 0 < run["rating_transactions"] <= run["applied"]
             assert 1 <= run["matches_per_transaction"] <= service["batch_size"]
+            waits = run["lock_waits"]
+            assert set(waits) == {"busy_rows", "waited_seconds", "deferred_matches"}
+            assert waits["busy_rows"] >= 0 and waits["waited_seconds"] >= 0 and waits["deferred_matches"] >= 0
+    # the run whose hot player's row the bench held locked: its figures hold at least the waits and
+    # deferrals the locker counted for that player when it let go of the row
+    locked = next(run for run in service["runs"] if run["kind"].startswith("hot_players_row_locked"))
+    held = service["hot_player_locked"]
+    if "lock_waits_recorded" in held:  # the locker got to hold the row before the run ended
+        assert locked["lock_waits"]["busy_rows"] >= held["lock_waits_recorded"]
+        assert locked["lock_waits"]["deferred_matches"] >= held["deferrals_recorded"]
     assert row["matches_per_transaction_preloaded"] is not None and row["matches_per_transaction_full_load"] is not None
     # the rating path's work shows in the processes that do it, the no-op's does not reach PostgreSQL
     assert row["cpu_per_match_preloaded"]["postgresql_backends_ms"] > 0

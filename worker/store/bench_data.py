@@ -152,6 +152,17 @@ def rating_transactions(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
+def lock_wait_figures(conn: psycopg.Connection) -> dict[str, float]:
+    """What waiting for player rows another transaction held cost the run (``player_lock_waits``,
+    one row per busy player row a rating transaction found): ``busy_rows``, ``waited_seconds`` in
+    all (each transaction's waits summed over the rows it waited for), ``deferred_matches`` (matches
+    put off because a row stayed busy past ``player_lock_wait_ms``)."""
+    row = conn.execute("SELECT count(*), coalesce(sum(waited_ms), 0) / 1000, coalesce(sum(deferred_matches), 0) "
+                       "FROM player_lock_waits").fetchone()
+    rows, seconds, deferred = row if row else (0, 0.0, 0)
+    return {"busy_rows": int(rows), "waited_seconds": round(float(seconds), 3), "deferred_matches": int(deferred)}
+
+
 def correction_figures(conn: psycopg.Connection) -> dict[str, int]:
     """What the late matches of a run cost: ``late_matches`` (``ledger.out_of_order``),
     ``placed_at_end``, ``corrections``, ``matches_rerated`` in all and the ``largest_correction``."""

@@ -348,6 +348,7 @@ class Cluster:
             verified = all(verify_ladder(conn, ladder, policy).ok for ladder, policy in policies.items())
             corrections = bench_data.correction_figures(conn)
             transactions = bench_data.rating_transactions(conn)
+            lock_waits = bench_data.lock_wait_figures(conn)
         on_stream: dict[str, float] = {}
         start = "-"
         while True:
@@ -375,6 +376,8 @@ class Cluster:
             # the batches' mean size: how many matches shared a transaction's fixed cost
             "rating_transactions": transactions,
             "matches_per_transaction": round(c.applied / transactions, 2) if transactions else None,
+            # the time transactions waited for player rows other workers' transactions held
+            "lock_waits": lock_waits,
             # matches stored out of order (a later match of one of their players committed first, in
             # another worker's batch or an earlier batch of the same worker) and what re-rating
             # them cost

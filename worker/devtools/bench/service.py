@@ -196,6 +196,8 @@ def scaling_row(workers: int, noop: dict, noop_same: dict, unbatched_noop: dict 
         "cpu_per_noop_preloaded": noop_preloaded["cpu_per_message"],
         "matches_per_transaction_preloaded": drained.get("matches_per_transaction"),
         "matches_per_transaction_full_load": full.get("matches_per_transaction"),
+        "lock_waits_preloaded": drained.get("lock_waits"),
+        "lock_waits_full_load": full.get("lock_waits"),
         "corrections_preloaded": drained.get("corrections"),
         "corrections_full_load": full.get("corrections"),
     }
