@@ -153,14 +153,18 @@ def rating_transactions(conn: psycopg.Connection) -> int:
 
 
 def lock_wait_figures(conn: psycopg.Connection) -> dict[str, float]:
-    """What waiting for player rows another transaction held cost the run (``player_lock_waits``,
-    one row per busy player row a rating transaction found): ``busy_rows``, ``waited_seconds`` in
-    all (each transaction's waits summed over the rows it waited for), ``deferred_matches`` (matches
-    put off because a row stayed busy past ``player_lock_wait_ms``)."""
-    row = conn.execute("SELECT count(*), coalesce(sum(waited_ms), 0) / 1000, coalesce(sum(deferred_matches), 0) "
-                       "FROM player_lock_waits").fetchone()
-    rows, seconds, deferred = row if row else (0, 0.0, 0)
-    return {"busy_rows": int(rows), "waited_seconds": round(float(seconds), 3), "deferred_matches": int(deferred)}
+    """What waiting for player rows another transaction held cost the run (``player_lock_waits``:
+    one row per busy player row a rating transaction found, each with that transaction's whole wait
+    and its start, ``now()``): ``busy_rows``, ``waiting_transactions`` (distinct starts),
+    ``waited_seconds`` (the transactions' waits summed, each counted once), ``deferred_matches``
+    (matches put off because a row stayed busy past ``player_lock_wait_ms``)."""
+    row = conn.execute(
+        """SELECT coalesce(sum(n), 0), count(*), coalesce(sum(w), 0) / 1000, coalesce(sum(d), 0)
+             FROM (SELECT count(*) AS n, max(waited_ms) AS w, sum(deferred_matches) AS d
+                     FROM player_lock_waits GROUP BY at) AS t""").fetchone()
+    rows, transactions, seconds, deferred = row if row else (0, 0, 0.0, 0)
+    return {"busy_rows": int(rows), "waiting_transactions": int(transactions),
+            "waited_seconds": round(float(seconds), 3), "deferred_matches": int(deferred)}
 
 
 def correction_figures(conn: psycopg.Connection) -> dict[str, int]:

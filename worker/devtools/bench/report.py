@@ -175,9 +175,10 @@ def print_scaling(console: Console, service: dict[str, Any]) -> None:
                   f"{late['late_matches']:,} / {late['matches_rerated']:,}" if late else "-",
                   _n(row.get("matches_per_transaction_preloaded")), _preemptions(cpu))
     console.print(t)
-    waits = [f"{row['workers']} w: {w['busy_rows']:,} busy rows, {w['waited_seconds']:.1f} s waited, "
-             f"{w['deferred_matches']:,} deferred" + (f" (end to end: {e['busy_rows']:,}, {e['waited_seconds']:.1f} s, "
-                                                      f"{e['deferred_matches']:,})" if e else "")
+    waits = [f"{row['workers']} w: {w['busy_rows']:,} busy rows in {w['waiting_transactions']:,} transactions, "
+             f"{w['waited_seconds']:.1f} s waited, {w['deferred_matches']:,} deferred"
+             + (f" (end to end: {e['busy_rows']:,} in {e['waiting_transactions']:,}, {e['waited_seconds']:.1f} s, "
+                f"{e['deferred_matches']:,})" if e else "")
              for row in rows if (w := row.get("lock_waits_preloaded")) is not None
              for e in [row.get("lock_waits_full_load")]]
     if waits:
