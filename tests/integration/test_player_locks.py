@@ -244,11 +244,14 @@ def test_a_transaction_waiting_for_a_busy_row_does_not_hold_up_the_ladders_other
     assert ratings(clean)[("elo", "ann")] == (1215.0, 1) and ratings(clean)[("elo", "cat")] == (1215.0, 1)
 
 
-def test_a_short_player_lock_wait_is_not_spent_in_a_spin_of_one_millisecond_retries(clean, monkeypatch):
+@pytest.mark.parametrize("wait_ms", [60, 0])
+def test_a_short_player_lock_wait_is_not_spent_in_a_spin_of_one_millisecond_retries(clean, monkeypatch, wait_ms):
     """wait_ms = 60: the first wait (60 ms) uses it all. What is left for the queued wait is still
     a remembered row's 50 ms per retry, not 1 ms: behind a session holding the row (idle in its
     transaction, seen as stuck after 0.5 s) the batch checks for stuck sessions about once per
-    50 ms until it defers, not hundreds of times."""
+    50 ms until it defers, not hundreds of times. wait_ms = 0 (``RATINGS_PLAYER_LOCK_WAIT_MS=0``,
+    which the settings allow): the same, where each retry's lock_timeout was 1 ms (66 checks in
+    a run before the fix)."""
     from worker.store import locking
 
     checks: list[bool] = []
@@ -265,7 +268,7 @@ def test_a_short_player_lock_wait_is_not_spent_in_a_spin_of_one_millisecond_retr
     holder = Holder(clean.database_url, ["hot"])
     try:
         with psycopg.connect(clean.database_url, autocommit=True) as conn:
-            results, _ = apply_batch(conn, [entry(match("s-1", "hot", "ann"), "t1")], timeouts=limits(wait_ms=60))
+            results, _ = apply_batch(conn, [entry(match("s-1", "hot", "ann"), "t1")], timeouts=limits(wait_ms=wait_ms))
     finally:
         holder.release()
     assert [r.outcome.value for r in results] == ["deferred"]

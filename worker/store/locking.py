@@ -212,7 +212,8 @@ _QUEUE = "SELECT count(pg_advisory_xact_lock(%b, hashtext(l))) FROM unnest(%b::t
 def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_timeout_ms: int,
               waited_from: float, once: bool) -> list[tuple]:
     """Run ``sql`` (a statement that waits for locks) in a savepoint with ``lock_timeout`` =
-    ``wait_ms``, again while what it waits for is held by rating transactions (they finish), up to
+    ``wait_ms`` (each retry at least :data:`REMEMBERED_WAIT_MS`), again while what it waits for is
+    held by rating transactions (they finish), up to
     ``lock_timeout_ms`` since ``waited_from`` (``time.perf_counter()``); its rows. Raises
     ``LockNotAvailable`` at once when ``once``, past that budget, or when a stuck session may be
     what holds the locks (:func:`_stuck_session`)."""
@@ -227,6 +228,9 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
             waited_ms = (time.perf_counter() - waited_from) * 1000.0
             if once or waited_ms + wait_ms > lock_timeout_ms or _stuck_session(cur):
                 raise
+            # each retry waits a while: 1 ms ones (RATINGS_PLAYER_LOCK_WAIT_MS=0, or what is left
+            # of a short one) would spin, a savepoint and two statements per millisecond
+            wait_ms = max(wait_ms, REMEMBERED_WAIT_MS)
 
 
 QUEUE_LOCK_CLASS = 7_403
