@@ -129,10 +129,11 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(default=30000, gt=0, description="PostgreSQL statement_timeout, in ms.")
     player_lock_wait_ms: int = Field(
         default=1000, ge=0, le=60000,
-        description="Most milliseconds a rating transaction waits in all for player rows another "
-        "transaction holds; past it the matches of those players (and later matches of the same "
-        "players in the batch) are deferred, retried with backoff, and the batch's other matches "
-        "applied (no head-of-line blocking).",
+        description="Most milliseconds a rating transaction waits in all for player rows a session "
+        "outside the service holds (an operator's, a frozen worker's); past it the matches of those "
+        "players (and later matches of the same players in the batch) are deferred, retried with "
+        "backoff, and the batch's other matches applied (no head-of-line blocking). Rows other rating "
+        "transactions hold are waited for up to lock_timeout_ms, each retry at least 50 ms.",
     )
     correction_max_matches: int = Field(
         default=2000, ge=0, le=1_000_000,

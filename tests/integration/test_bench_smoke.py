@@ -90,6 +90,9 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
             assert set(waits) == {"busy_rows", "waiting_transactions", "waited_seconds", "deferred_matches"}
             assert waits["busy_rows"] >= waits["waiting_transactions"] >= 0
             assert waits["waited_seconds"] >= 0 and waits["deferred_matches"] >= 0
+            # each worker process runs one transaction at a time: their waits, each counted once,
+            # fit in the run's time (a sum over busy rows, as first written, did not)
+            assert waits["waited_seconds"] <= run["seconds_to_last_event"] * run.get("workers", service["main_workers"])
     # the run whose hot player's row the bench held locked: its figures hold at least the waits and
     # deferrals the locker counted for that player when it let go of the row
     locked = next(run for run in service["runs"] if run["kind"].startswith("hot_players_row_locked"))

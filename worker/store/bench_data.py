@@ -146,22 +146,25 @@ def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int], 
 
 def rating_transactions(conn: psycopg.Connection) -> int:
     """The committed transactions that wrote the ledger's rows: distinct ``xmin`` (the id of the
-    transaction that inserted a row; the bench's plain ``VACUUM`` does not freeze rows this young),
-    so ledger rows / this = matches applied per rating transaction (the batches' mean size)."""
+    transaction that inserted a row, outside any savepoint; a redelivery's ``UPDATE`` of the
+    ``redeliveries`` count gives a row a new one), so ledger rows / this = matches applied per
+    rating transaction (the batches' mean size)."""
     row = conn.execute("SELECT count(DISTINCT xmin::text) FROM ledger").fetchone()
     return int(row[0]) if row else 0
 
 
 def lock_wait_figures(conn: psycopg.Connection) -> dict[str, float]:
     """What waiting for player rows another transaction held cost the run (``player_lock_waits``:
-    one row per busy player row a rating transaction found, each with that transaction's whole wait
-    and its start, ``now()``): ``busy_rows``, ``waiting_transactions`` (distinct starts),
-    ``waited_seconds`` (the transactions' waits summed, each counted once), ``deferred_matches``
-    (matches put off because a row stayed busy past ``player_lock_wait_ms``)."""
+    one row per player row a rating transaction could not lock at once, every row of the ladder's
+    batch when the ladder's queue lock was held or awaited exclusively, all written by that
+    transaction, outside any savepoint, with the wait it recorded): ``busy_rows``,
+    ``waiting_transactions`` (distinct ``xmin``), ``waited_seconds`` (the transactions' recorded
+    waits summed, each counted once), ``deferred_matches`` (summed over the rows: a match deferred
+    for two players counts twice)."""
     row = conn.execute(
         """SELECT coalesce(sum(n), 0), count(*), coalesce(sum(w), 0) / 1000, coalesce(sum(d), 0)
              FROM (SELECT count(*) AS n, max(waited_ms) AS w, sum(deferred_matches) AS d
-                     FROM player_lock_waits GROUP BY at) AS t""").fetchone()
+                     FROM player_lock_waits GROUP BY xmin::text) AS t""").fetchone()
     rows, transactions, seconds, deferred = row if row else (0, 0, 0.0, 0)
     return {"busy_rows": int(rows), "waiting_transactions": int(transactions),
             "waited_seconds": round(float(seconds), 3), "deferred_matches": int(deferred)}

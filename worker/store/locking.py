@@ -109,7 +109,8 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
        milliseconds, and the ladder's transactions that need none of the rows it holds go on
        meanwhile. Got: that is all.
     3. Else (that savepoint rolled back, the time spent taken from ``wait_ms``, which keeps at
-       least :data:`REMEMBERED_WAIT_MS`) the ladders'
+       least :data:`REMEMBERED_WAIT_MS`, or ``wait_ms`` itself when smaller; each retry below
+       waits at least :data:`REMEMBERED_WAIT_MS`) the ladders'
        queue lock is taken exclusively (:data:`QUEUE_LOCK_CLASS`; not when ``queue`` is false,
        as for more rows of a transaction that already holds it, nor when a session outside the
        service may be holding rows for long, :func:`_stuck_session`), so transactions on the fast
@@ -167,8 +168,8 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
                 _set_lock_timeout(cur, min(wait_ms, UNQUEUED_WAIT_MS))
                 result.rows = cur.execute(_UNQUEUED_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall()
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
-            # what is left of wait_ms, but never less than a remembered row's wait: it is also each
-            # retry's lock_timeout below, and a 1 ms one would spin
+            # what is left of wait_ms, but never less than a remembered row's wait (a setting
+            # below that: the setting); _wait_for's retries wait at least REMEMBERED_WAIT_MS each
             wait_ms = max(min(wait_ms, REMEMBERED_WAIT_MS), wait_ms - int((time.perf_counter() - waited_from) * 1000.0))
         else:
             _forget(keys)
@@ -225,12 +226,12 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
         except psycopg.errors.LockNotAvailable:
             # Rows (or the queue) other rating transactions hold, a correction many and for longer,
             # are waited for, up to lock_timeout in all; a session stuck in a transaction is not.
+            # Each retry waits a while: 1 ms ones (RATINGS_PLAYER_LOCK_WAIT_MS=0, or what is left of
+            # a short one) would spin, a savepoint and two statements per millisecond.
+            wait_ms = max(wait_ms, REMEMBERED_WAIT_MS)
             waited_ms = (time.perf_counter() - waited_from) * 1000.0
             if once or waited_ms + wait_ms > lock_timeout_ms or _stuck_session(cur):
                 raise
-            # each retry waits a while: 1 ms ones (RATINGS_PLAYER_LOCK_WAIT_MS=0, or what is left
-            # of a short one) would spin, a savepoint and two statements per millisecond
-            wait_ms = max(wait_ms, REMEMBERED_WAIT_MS)
 
 
 QUEUE_LOCK_CLASS = 7_403

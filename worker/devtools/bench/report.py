@@ -175,11 +175,16 @@ def print_scaling(console: Console, service: dict[str, Any]) -> None:
                   f"{late['late_matches']:,} / {late['matches_rerated']:,}" if late else "-",
                   _n(row.get("matches_per_transaction_preloaded")), _preemptions(cpu))
     console.print(t)
-    waits = [f"{row['workers']} w: {w['busy_rows']:,} busy rows in {w['waiting_transactions']:,} transactions, "
-             f"{w['waited_seconds']:.1f} s waited, {w['deferred_matches']:,} deferred"
-             + (f" (end to end: {e['busy_rows']:,} in {e['waiting_transactions']:,}, {e['waited_seconds']:.1f} s, "
-                f"{e['deferred_matches']:,})" if e else "")
-             for row in rows if (w := row.get("lock_waits_preloaded")) is not None
-             for e in [row.get("lock_waits_full_load")]]
+    waits = []
+    for row in rows:
+        w, e = row.get("lock_waits_preloaded"), row.get("lock_waits_full_load")
+        if w is None:
+            continue
+        line = (f"{row['workers']} w: {w['busy_rows']:,} busy rows in {w['waiting_transactions']:,} transactions, "
+                f"{w['waited_seconds']:.1f} s waited, {w['deferred_matches']:,} deferred")
+        if e is not None:
+            line += (f" (end to end: {e['busy_rows']:,} in {e['waiting_transactions']:,}, "
+                     f"{e['waited_seconds']:.1f} s, {e['deferred_matches']:,})")
+        waits.append(line)
     if waits:
         console.print("player row lock waits, consumers only: " + "; ".join(waits))
