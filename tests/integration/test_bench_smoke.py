@@ -91,7 +91,8 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
             assert waits["busy_rows"] >= waits["waiting_transactions"] >= 0
             assert waits["waited_seconds"] >= 0 and waits["deferred_matches"] >= 0
             # each worker process runs one transaction at a time: their waits, each counted once,
-            # fit in the run's time (a sum over busy rows, as first written, did not)
+            # fit in the run's time (a sum over busy rows, as first written, came to 466 s in a
+            # 12 s run of 8 worker processes)
             assert waits["waited_seconds"] <= run["seconds_to_last_event"] * run.get("workers", service["main_workers"])
     # the run whose hot player's row the bench held locked: its figures hold at least the waits and
     # deferrals the locker counted for that player when it let go of the row
