@@ -38,38 +38,32 @@ SERVICE_PARTS = ("postgresql_backends", "postgresql_background", "worker_main", 
 
 
 SWITCHED_PARTS = ("postgresql_backends", "worker_main", "worker_children", "relay")
-"""The parts whose context switches are counted (processes of this machine the bench knows by pid)."""
+"""The parts whose context switches per message :func:`per_match` reports (the service's
+processes the bench knows by pid)."""
 
 
-def _cpu(pid: int) -> float:
+def _counters(pid: int) -> tuple[float, tuple[int, int]]:
+    """CPU seconds (user + system) and (voluntary, involuntary) context switches of ``pid`` so far,
+    read together (``/proc/<pid>/stat`` and ``status``): a voluntary switch is a wait (for the
+    server, the broker, a lock), an involuntary one a preemption (the process wanted the CPU and
+    another got it); zeros for a process gone."""
     import psutil
 
     try:
-        t = psutil.Process(pid).cpu_times()
+        process = psutil.Process(pid)
+        with process.oneshot():
+            t, c = process.cpu_times(), process.num_ctx_switches()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return 0.0
-    return t.user + t.system
-
-
-def _switches(pid: int) -> tuple[int, int]:
-    """(voluntary, involuntary) context switches of ``pid`` so far (``/proc/<pid>/status``): a
-    voluntary one is a wait (for the server, the broker, a lock), an involuntary one a preemption
-    (the process wanted the CPU and another got it); (0, 0) for a process gone."""
-    import psutil
-
-    try:
-        c = psutil.Process(pid).num_ctx_switches()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return 0, 0
-    return c.voluntary, c.involuntary
+        return 0.0, (0, 0)
+    return t.user + t.system, (c.voluntary, c.involuntary)
 
 
 @dataclass
 class Snapshot:
     """CPU seconds per process at one instant, grouped by part (``part -> {pid: seconds}``), and
     the whole machine's busy CPU seconds (every CPU, every process: ``/proc/stat``) at that instant;
-    ``switches``: the context switches (voluntary, involuntary) of the processes of
-    :data:`SWITCHED_PARTS` (``part -> {pid: (voluntary, involuntary)}``)."""
+    ``switches``: the context switches of the same processes (``part -> {pid: (voluntary,
+    involuntary)}``; Redis, known by its counters only, has none)."""
 
     parts: dict[str, dict[int, float]] = field(default_factory=dict)
     switches: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
@@ -103,24 +97,23 @@ class CpuMeter:
         """Every part's processes and their CPU seconds now."""
         import psutil
 
-        s = Snapshot({p: {} for p in SERVICE_PARTS})
+        pids: dict[str, list[int]] = {"worker_main": list(self.worker_pids), "worker_children": [],
+                                      "relay": list(self.relay_pids)}
         for pid in self.worker_pids:
-            s.parts["worker_main"][pid] = _cpu(pid)
             try:
                 children = psutil.Process(pid).children(recursive=True)
             except psutil.NoSuchProcess:
                 children = []
-            for child in children:
-                s.parts["worker_children"][child.pid] = _cpu(child.pid)
-        for pid in self.relay_pids:
-            s.parts["relay"][pid] = _cpu(pid)
+            pids["worker_children"] += [child.pid for child in children]
         backends, background, vacuums = bench_data.server_process_ids(self.conn)
-        s.parts["postgresql_backends"] = {pid: _cpu(pid) for pid in backends}
-        s.parts["bench_vacuum"] = {pid: _cpu(pid) for pid in vacuums}
-        s.parts["postgresql_background"] = {pid: _cpu(pid) for pid in background}
+        pids |= {"postgresql_backends": backends, "bench_vacuum": vacuums, "postgresql_background": background}
+        s = Snapshot({p: {} for p in SERVICE_PARTS})
+        for part, part_pids in pids.items():
+            read = {pid: _counters(pid) for pid in part_pids}
+            s.parts[part] = {pid: cpu for pid, (cpu, _) in read.items()}
+            s.switches[part] = {pid: switches for pid, (_, switches) in read.items()}
         cpu = self.redis.info("cpu")
         s.parts["redis"] = {0: float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])}
-        s.switches = {part: {pid: _switches(pid) for pid in s.parts[part]} for part in SWITCHED_PARTS}
         s.machine_busy, s.at = machine_busy_seconds(), time.monotonic()
         return s
 
