@@ -28,7 +28,7 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
         [sys.executable, "-m", "worker", "bench", "--matches", "200", "--workers", "1", "--ledger-size", "2000",
          "--ledger-players", "200", "--engine-matches", "5000", "--repeats", "1", "--players", "5000",
          "--hot-lock-seconds", "1", "--durability-matches", "200", "--durability-rounds", "1",
-         "--producer-matches", "50",
+         "--producer-matches", "50", "--paired-rounds", "2", "--paired-matches", "100", "--paired-workers", "1,2",
          "--output", str(output)],
         env=env, capture_output=True, text=True, timeout=280,
     )
@@ -125,6 +125,25 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     if shutil.which("redis-sentinel"):
         assert [r["wait_replicas"] for r in replicated] == [0, 0, 1, 1]
 
+    # alternating rounds: every run of each round, its ratios taken within the round, their medians
+    paired = results["paired"]
+    assert (paired["rounds"], paired["workers"], paired["base_workers"], paired["main_workers"]) == (2, [1, 2], 2, 1)
+    labels = {"noop", "noop_unbatched", "rating_w1", "rating_w2"}
+    assert [set(r["order"]) for r in paired["per_round"]] == [labels, labels]
+    assert paired["per_round"][1]["order"] == paired["per_round"][0]["order"][1:] + paired["per_round"][0]["order"][:1]
+    for r in paired["per_round"]:
+        baseline = max(r["noop_per_s"], r["noop_unbatched_per_s"])
+        assert r["rating_over_noop"] == round(r["rating_per_s"]["1"] / baseline, 3)
+        assert r["over_base"] == {"1": round(r["rating_per_s"]["1"] / r["rating_per_s"]["2"], 3)}
+    assert paired["rating_over_noop"]["per_round"] == [r["rating_over_noop"] for r in paired["per_round"]]
+    assert len(paired["runs"]) == 8 and all(run["messages"] == 100 for run in paired["runs"])
+    for run in paired["runs"]:
+        if run["paired"].startswith("rating"):
+            assert run["applied"] == 100 and run["dead_letters"] == 0 and run["verify_ok"]
+            assert run["cpu_per_message"]["postgresql_backends_ms"] > 0
+    assert any(t["target"].startswith("rating path consumers only, 1 / 2 worker processes, median of 2")
+               for t in results["targets"])
+
     ledger = results["ledger"]
     assert [s["matches"] for s in ledger["sizes"]] == [200, 600, 2000]
     assert all(s["verify_ok"] and s["fast_verify_ok"] for s in ledger["sizes"])
@@ -134,7 +153,8 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     # it cleaned up after itself: its database, queues and streams are gone
     assert results["database"].startswith("ratings_bench_")
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (results["database"],)).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname LIKE %s",
+                            (results["database"] + "%",)).fetchone()[0] == 0  # the paired clusters' too
     client = redis.Redis.from_url(broker_url)
-    assert service["queues"] and service["streams"]
-    assert not client.exists(*service["queues"], *service["streams"])
+    assert service["queues"] and service["streams"] and len(paired["queues"]) == len(paired["streams"]) == 3
+    assert not client.exists(*service["queues"], *service["streams"], *paired["queues"], *paired["streams"])

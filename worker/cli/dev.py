@@ -21,6 +21,18 @@ def demo(
     raise typer.Exit(run_demo(football_limit=limit, sedma_matches=sedma, workers=workers))
 
 
+def _counts(text: str, option: str) -> list[int]:
+    """Worker counts given as ``"1,2,8"``; exits 2 unless they are positive integers."""
+    try:
+        counts = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        err.print(f"[red]{option} must be positive integers separated by commas[/red], got {text!r}")
+        raise typer.Exit(2)
+    return counts
+
+
 def bench(
     matches: Annotated[int, typer.Option(help="Messages per run: no-op baseline, full load, hot players.", min=10)] = 10_000,
     workers: Annotated[str, typer.Option(help="Worker process counts of the scaling table, comma-separated.")] = "1,2,4,8",
@@ -33,6 +45,9 @@ def bench(
     late_share: Annotated[float, typer.Option(help="Share of matches delivered late in the late-arrival run, beside the in-order run of the same size (0: skip it).", min=0, max=1)] = 0.1,
     late_by: Annotated[int, typer.Option(help="How late a late match is delivered, in matches published after its place in finish order.", min=1)] = 500,
     soak_matches: Annotated[int, typer.Option(help="Extra full-load run at the main worker count, for worker memory (e.g. 200000).", min=0)] = 0,
+    paired_rounds: Annotated[int, typer.Option(help="Alternating rounds, consumers only, of the no-op and the rating path at each --paired-workers count, each ratio taken within a round (0: skip).", min=0)] = 5,
+    paired_matches: Annotated[int, typer.Option(help="Messages per run of a paired round.", min=10)] = 5_000,
+    paired_workers: Annotated[str, typer.Option(help="Worker process counts of the paired rounds' rating runs, comma-separated (the main count is added).")] = "2,8",
     ledger_size: Annotated[int, typer.Option(help="Matches of the generated ledger that verify replays (timed at 10, 30 and 100 %).", min=0)] = 1_000_000,
     ledger_players: Annotated[int, typer.Option(help="Players of the generated ledger.", min=2)] = 10_000,
     engine_matches: Annotated[int, typer.Option(help="Matches per engine-speed measurement.", min=1000)] = 200_000,
@@ -54,13 +69,8 @@ def bench(
     """
     from worker.devtools.bench import BenchConfig, run_bench
 
-    try:
-        counts = [int(w) for w in workers.split(",") if w.strip()]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1:
-        err.print(f"[red]--workers must be positive integers separated by commas[/red], got {workers!r}")
-        raise typer.Exit(2)
+    counts = _counts(workers, "--workers")
+    paired = _counts(paired_workers, "--paired-workers")
     config = BenchConfig(
         matches=matches, workers=counts, main_workers=main_workers, publishers=publishers, players=players, soak_matches=soak_matches,
         producer_matches=producer_matches, rabbitmq_url=rabbitmq_url,
@@ -68,5 +78,6 @@ def bench(
         skip_engine=skip_engine, skip_service=skip_service, skip_ledger=skip_ledger, skip_scaling=skip_scaling,
         seed=seed, output=output, hot_lock_seconds=hot_lock_seconds, durability_matches=durability_matches,
         durability_rounds=durability_rounds, late_share=late_share, late_by=late_by,
+        paired_rounds=paired_rounds, paired_matches=paired_matches, paired_workers=paired,
     )
     raise typer.Exit(run_bench(config))

@@ -235,6 +235,16 @@ class Cluster:
                 pass
         return n
 
+    def wait_acknowledged(self, timeout: float) -> bool:
+        """Wait until no message of this cluster's queue is unacknowledged (the workers acknowledge
+        a batch after its commit, so the last events can reach the stream first); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self._my_unacked():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def publish(self, task: str, bodies: list[dict], rate: float | None = None) -> Published:
         """Publish one ``task`` message per body from :attr:`publishers` processes, pre-encoded and
         pipelined (:mod:`worker.devtools.bench.publishers`; paced at ``rate`` per second in all when
@@ -242,9 +252,12 @@ class Cluster:
         envelopes = encode_all(task, bodies, self.queue)
         return publish(self.broker_url, self.queue, envelopes, self.publishers, self.chunk, rate, lockstep=True)
 
-    def _signal_workers(self, sig: int) -> None:
+    def signal_workers(self, sig: int) -> None:
+        """Send ``sig`` to every worker node's process group (its main process and children), e.g.
+        ``SIGSTOP`` / ``SIGCONT`` to pause a node while another cluster is measured. A node that has
+        exited is skipped (its run then fails on its own counts)."""
         for name, proc in self.procs.procs.items():
-            if name.startswith("w"):
+            if name.startswith("w") and proc.poll() is None:
                 os.killpg(proc.pid, sig)  # the node's session: its main process and its children
 
     def cpu_meter(self, conn) -> CpuMeter:
@@ -265,13 +278,13 @@ class Cluster:
             before = meter.snapshot()
             out = self.publish(task, bodies, rate)
             return out, out.first, before
-        self._signal_workers(signal.SIGSTOP)
+        self.signal_workers(signal.SIGSTOP)
         try:
             out = self.publish(task, bodies, rate)
         finally:
             before = meter.snapshot()
             clock = time.time()
-            self._signal_workers(signal.SIGCONT)
+            self.signal_workers(signal.SIGCONT)
         return out, clock, before
 
     def run_noop(self, bodies: list[dict], timeout: float, preload: bool = False) -> dict[str, Any]:

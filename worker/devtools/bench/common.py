@@ -39,12 +39,18 @@ class BenchConfig:
     hot_share: float = 0.2
     hot_players: int = 10
     hot_lock_seconds: float = 10.0
+    """Seconds one hot player's row is held locked in the middle of the locked hot-player run (0: no such run)."""
     late_share: float = 0.1
     """Share of the late-arrival run's matches delivered late (0: no such run)."""
     late_by: int = 500
     """How late: each late match is published this many matches after its place in finish order."""
-    """Seconds one hot player's row is held locked in the middle of the locked hot-player run (0: no such run)."""
     soak_matches: int = 0
+    paired_rounds: int = 5
+    """Alternating rounds of the paired part (:mod:`worker.devtools.bench.paired`; 0: skip it)."""
+    paired_matches: int = 5_000
+    """Messages per run of a paired round."""
+    paired_workers: list[int] = field(default_factory=lambda: [2, 8])
+    """Worker counts of the paired part's rating runs (with the main count)."""
     ledger_size: int = 1_000_000
     ledger_players: int = 10_000
     engine_matches: int = 200_000

@@ -112,6 +112,8 @@ def print_results(results: dict[str, Any]) -> None:
                       f"{rss['end_mib']} MiB ({rss['growth_from_warm_up_pct']:+} %)",
                       f"after warm-up {rss['after_warm_up_mib']} MiB, cold {rss['start_cold_mib']} MiB")
         console.print(t)
+    if (paired := results.get("paired")) and paired.get("per_round"):
+        print_paired(console, paired)
     if ledger := results.get("ledger"):
         t = Table(title=f"verify of the {ledger['ladder']} ledger "
                         f"({ledger['players']:,} players; each in a fresh process)")
@@ -131,6 +133,30 @@ def print_results(results: dict[str, Any]) -> None:
             met = "-" if r["met"] is None else ("[green]yes[/green]" if r["met"] else "[red]no[/red]")
             t.add_row(r["target"], r["wanted"], _n(r["reached"]) + (f" ({r['note']})" if r["note"] else ""), met)
         console.print(t)
+
+
+def print_paired(console: Console, paired: dict[str, Any]) -> None:
+    """The paired part: each round's rates and the ratios taken within it, then their medians."""
+    counts, main, base = paired["workers"], paired["main_workers"], paired["base_workers"]
+    t = Table(title=f"alternating rounds, consumers only ({paired['matches']:,} messages per run; "
+                    f"each ratio within its round)")
+    for col in ("round", "order", "no-op/s (batched / unbatched)", *[f"rating/s at {w}" for w in counts],
+                *[f"CPU ms per match at {w}" for w in counts], f"rating at {main} / no-op",
+                *[f"{w} / {base}" for w in counts if w != base]):
+        t.add_column(col, justify="left" if col == "order" else "right")
+    for r in paired["per_round"]:
+        t.add_row(str(r["round"]), ", ".join(r["order"]),
+                  f"{_n(r['noop_per_s'])} / {_n(r['noop_unbatched_per_s'])}",
+                  *[_n(r["rating_per_s"][str(w)]) for w in counts],
+                  *[f"{r['cpu_per_match_ms'][str(w)]:.3f}" for w in counts],
+                  f"{r['rating_over_noop']:.2f} x", *[f"{r['over_base'][str(w)]:.0%}" for w in counts if w != base])
+    x = paired["rating_over_noop"]
+    t.add_row("median", "", "", *["" for _ in counts],
+              *[f"{paired['cpu_per_match_ms'][str(w)]['median']:.3f}" for w in counts],
+              f"{x['median']:.2f} x ({x['min']:.2f}-{x['max']:.2f})",
+              *[f"{paired['over_base'][str(w)]['median']:.0%} ({paired['over_base'][str(w)]['min']:.0%}-"
+                f"{paired['over_base'][str(w)]['max']:.0%})" for w in counts if w != base])
+    console.print(t)
 
 
 def _preemptions(cpu: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ import redis
 from worker.devtools.bench.common import BenchConfig, _with_dbname, console, machine, progress
 from worker.devtools.bench.engine_speed import engine_speed
 from worker.devtools.bench.ledger import ledger_bench
+from worker.devtools.bench.paired import paired_bench
 from worker.devtools.bench.report import print_results
 from worker.devtools.bench.service import service_bench
 from worker.settings import get_settings
@@ -65,6 +66,8 @@ def targets(results: dict[str, Any], config: BenchConfig) -> list[dict[str, Any]
         add("hot players / uniform throughput", ">= 70 %", f"{v:.0%}", v >= 0.7)
     if service and service.get("scaling"):
         service_targets(service, add)
+    if paired := results.get("paired"):
+        paired_targets(paired, add)
     if service and "half_load" in service:
         v = service["half_load"]["latency_publish_to_event"]["p99_ms"]
         add("p99 publish -> event at half load", "<= 100 ms", v, v is not None and v <= 100)
@@ -98,6 +101,26 @@ def service_targets(service: dict[str, Any], add) -> None:
                 f"{v:.0%}", v >= 0.9)
 
 
+def paired_targets(paired: dict[str, Any], add) -> None:
+    """Issue 16's ratio targets on the paired part's medians (:mod:`.paired`): the same questions as
+    :func:`service_targets`, each ratio taken within a round of runs seconds apart."""
+    if "rating_over_noop" not in paired:
+        return
+    rounds, main, base = paired["rounds"], paired["main_workers"], paired["base_workers"]
+    spread = paired["rating_over_noop"]
+    add(f"consumers only, {main} worker processes / no-op baseline, median of {rounds} alternating rounds",
+        ">= 2 x (ambition 5 x)", f"{spread['median']:.2f} x ({spread['min']:.2f} to {spread['max']:.2f})",
+        spread["median"] >= 2)
+    cpu = paired["cpu_per_match_ms"][str(main)]
+    add(f"CPU per match, all processes, consumers only, {main} worker processes, median of {rounds} alternating rounds",
+        "<= 0.4 ms", f"{cpu['median']:.3f} ms ({cpu['min']:.3f} to {cpu['max']:.3f})", cpu["median"] <= 0.4)
+    for w, spread in paired["over_base"].items():
+        add(f"rating path consumers only, {w} / {base} worker processes, median of {rounds} alternating rounds",
+            ">= 90 %", f"{spread['median']:.0%} ({spread['min']:.0%} to {spread['max']:.0%})",
+            spread["median"] >= 0.9 if base == 2 and int(w) > base else None,
+            "" if base == 2 and int(w) > base else "not a target: the target compares 4 and 8 with 2")
+
+
 def run_bench(config: BenchConfig) -> int:
     """Run the benchmark, print the tables, write the JSON; exit code 0, or 1 if a correctness
     check failed (a lost message, a dead letter, a failed verify)."""
@@ -116,7 +139,8 @@ def run_bench(config: BenchConfig) -> int:
     embedded = admin = None
     dbname = None
     try:
-        if not (config.skip_service and config.skip_ledger and not config.producer_matches):
+        if not (config.skip_service and config.skip_ledger and not config.producer_matches
+                and not config.paired_rounds):
             from worker.devtools.embedded import EmbeddedServers
             from worker.store.migrate import migrate
 
@@ -140,6 +164,8 @@ def run_bench(config: BenchConfig) -> int:
             log_dir = settings.state_dir.resolve() / "bench-logs" / dbname
             if not config.skip_service:
                 results["service"] = service_bench(config, database_url, broker_url, log_dir)
+            if config.paired_rounds:
+                results["paired"] = paired_bench(config, database_url, broker_url, log_dir)
             if not config.skip_ledger:
                 results["ledger"] = ledger_bench(config, database_url)
             if config.producer_matches:
@@ -220,7 +246,7 @@ def replicated_redis_rates(config: BenchConfig, matches: list[dict[str, Any]]) -
 def correct(results: dict[str, Any]) -> bool:
     """Every correctness check of the run passed (nothing lost, no dead letter, verify exact)."""
     ok = results.get("engine", {}).get("fast_replay_identical", True)
-    for run in results.get("service", {}).get("runs", []):
+    for run in results.get("service", {}).get("runs", []) + results.get("paired", {}).get("runs", []):
         if not run["kind"].startswith("noop"):
             ok &= run["verify_ok"] and run["applied"] == run["messages"] and not run["dead_letters"]
     for size in results.get("ledger", {}).get("sizes", []):
