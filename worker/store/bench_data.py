@@ -128,19 +128,37 @@ def ledger_table_mib(conn: psycopg.Connection) -> float:
 BENCH_VACUUM_APPLICATION = "ratings-bench-vacuum"
 """``application_name`` of the bench's own ``VACUUM (ANALYZE)`` session (left out of the service's CPU)."""
 
+BENCH_OBSERVER_APPLICATION = "ratings-bench-observer"
+"""``application_name`` of the bench's backend-activity sampler (left out of the service's CPU and
+of the samples)."""
+
+
+def active_backends(conn: psycopg.Connection) -> list[tuple[str, str]]:
+    """What each client backend of this connection's database is doing now, for the bench's sampler:
+    ``(wait, query)`` per backend running a statement (``state = 'active'``), ``wait`` as
+    ``wait_event_type:wait_event`` or ``"running"`` (on a CPU or runnable), ``query`` the statement's
+    text (``pg_stat_activity``; this session, the bench's vacuum and observer sessions left out)."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return conn.execute(
+        "SELECT coalesce(wait_event_type || ':' || wait_event, 'running'), query FROM pg_stat_activity "
+        "WHERE datname = current_database() AND backend_type = 'client backend' AND state = 'active' "
+        "AND pid <> pg_backend_pid() AND application_name NOT IN (%s, %s)",
+        (BENCH_VACUUM_APPLICATION, BENCH_OBSERVER_APPLICATION)).fetchall()
+
 
 def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int], list[int]]:
-    """(backends connected to this connection's database other than this session's own and the
-    bench's vacuum session, the server's background processes: WAL writer, checkpointer,
+    """(backends connected to this connection's database other than this session's own, the bench's
+    vacuum session and its activity sampler, the server's background processes: WAL writer, checkpointer,
     autovacuum..., the bench's vacuum session) as process ids (``pg_stat_activity``), for the bench's
     CPU accounting."""
     rows = conn.execute(
-        "SELECT pid, backend_type, datname = current_database(), application_name = %s FROM pg_stat_activity "
-        "WHERE pid <> pg_backend_pid()", (BENCH_VACUUM_APPLICATION,)
-    ).fetchall()
-    backends = [pid for pid, kind, ours, vacuum in rows if kind == "client backend" and ours and not vacuum]
+        "SELECT pid, backend_type, datname = current_database(), application_name FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid()").fetchall()
+    backends = [pid for pid, kind, ours, app in rows if kind == "client backend" and ours
+                and app not in (BENCH_VACUUM_APPLICATION, BENCH_OBSERVER_APPLICATION)]
     background = [pid for pid, kind, _, _ in rows if kind not in ("client backend", "walsender")]
-    vacuums = [pid for pid, kind, ours, vacuum in rows if kind == "client backend" and ours and vacuum]
+    vacuums = [pid for pid, kind, ours, app in rows if kind == "client backend" and ours
+               and app == BENCH_VACUUM_APPLICATION]
     return backends, background, vacuums
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from worker import store as repository
+from worker.devtools.bench.activity import ActivitySampler
 from worker.devtools.bench.common import NOOP_TASK, RATING_TASK, latency_summary
 from worker.devtools.bench.cpu import CpuMeter, Snapshot, per_match
 from worker.devtools.bench.publishers import Published, encode_all, publish
@@ -166,6 +167,8 @@ class Cluster:
     """Publisher processes (:mod:`worker.devtools.bench.publishers`)."""
     chunk: int = 20
     """Messages per pipelined round trip of a publisher (unpaced runs)."""
+    activity_interval: float = 0.04
+    """Seconds between two samples of the backends' activity during a rating run (:mod:`.activity`; 0: none)."""
 
     def __init__(self, database_url: str, broker_url: str, workers: int, log_dir: Path, loglevel: str,
                  overrides: dict[str, str] | None = None):
@@ -323,9 +326,10 @@ class Cluster:
         the last commit; latency publish → commit and publish → event; exact counts and verify.
         ``preload``: the clock starts when the stopped workers continue (see :meth:`_publish_timed`)."""
         self.reset()
-        with _Vacuum(self.database_url, self.vacuum_interval) as vacuum:
+        with (_Vacuum(self.database_url, self.vacuum_interval) as vacuum,
+              ActivitySampler(self.database_url, self.activity_interval) as activity):
             result = self._run_matches(label, matches, timeout, rate, preload)
-        return result | {"bench_vacuum_rounds": vacuum.rounds}
+        return result | {"bench_vacuum_rounds": vacuum.rounds, "backend_activity": activity.summary()}
 
     def _run_matches(self, label, matches, timeout, rate, preload) -> dict[str, Any]:
         from worker.ops.verify import verify_ladder

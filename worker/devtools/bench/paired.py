@@ -149,6 +149,9 @@ def paired_bench(config: BenchConfig, database_url: str, broker_url: str, log_di
                 "noop_cpu_per_message_ms": figures[NOOP]["cpu_per_message"]["service_total_ms"],
                 "machine_busy_pct": {str(w): figures[_rating_label(w)]["cpu_per_message"].get("machine_busy_pct")
                                      for w in counts},
+                # the share of the PostgreSQL backends' active time spent waiting for a lock (.activity)
+                "lock_waiting_share": {str(w): figures[_rating_label(w)]["backend_activity"]["lock_waiting_share"]
+                                       for w in counts},
                 "rating_over_noop": round(ratios["rating_over_noop"], 3),
                 "over_base": {str(w): round(v, 3) for w, v in ratios["over_base"].items()},
             })

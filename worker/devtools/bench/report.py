@@ -141,7 +141,8 @@ def print_paired(console: Console, paired: dict[str, Any]) -> None:
     t = Table(title=f"alternating rounds, consumers only ({paired['matches']:,} messages per run; "
                     f"each ratio within its round)")
     for col in ("round", "order", "no-op/s (batched / unbatched)", *[f"rating/s at {w}" for w in counts],
-                *[f"CPU ms per match at {w}" for w in counts], f"rating at {main} / no-op",
+                *[f"CPU ms per match at {w}" for w in counts], *[f"busy % / lock-waiting % at {w}" for w in counts],
+                f"rating at {main} / no-op",
                 *[f"{w} / {base}" for w in counts if w != base]):
         t.add_column(col, justify="left" if col == "order" else "right")
     for r in paired["per_round"]:
@@ -149,14 +150,27 @@ def print_paired(console: Console, paired: dict[str, Any]) -> None:
                   f"{_n(r['noop_per_s'])} / {_n(r['noop_unbatched_per_s'])}",
                   *[_n(r["rating_per_s"][str(w)]) for w in counts],
                   *[f"{r['cpu_per_match_ms'][str(w)]:.3f}" for w in counts],
-                  f"{r['rating_over_noop']:.2f} x", *[f"{r['over_base'][str(w)]:.0%}" for w in counts if w != base])
+                  *[f"{_n(r['machine_busy_pct'][str(w)])} / {_pct(r['lock_waiting_share'][str(w)])}" for w in counts],
+                  f"{r['rating_over_noop']:.2f} x", *[f"{r['over_base'][str(w)]:.1%}" for w in counts if w != base])
     x = paired["rating_over_noop"]
     t.add_row("median", "", "", *["" for _ in counts],
-              *[f"{paired['cpu_per_match_ms'][str(w)]['median']:.3f}" for w in counts],
+              *[f"{paired['cpu_per_match_ms'][str(w)]['median']:.3f}" for w in counts], *["" for _ in counts],
               f"{x['median']:.2f} x ({x['min']:.2f}-{x['max']:.2f})",
-              *[f"{paired['over_base'][str(w)]['median']:.0%} ({paired['over_base'][str(w)]['min']:.0%}-"
-                f"{paired['over_base'][str(w)]['max']:.0%})" for w in counts if w != base])
+              *[f"{paired['over_base'][str(w)]['median']:.1%} ({paired['over_base'][str(w)]['min']:.1%}-"
+                f"{paired['over_base'][str(w)]['max']:.1%})" for w in counts if w != base])
     console.print(t)
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{share:.0%}"
+
+
+def _activity(a: dict[str, Any]) -> str:
+    """One run's sampled backend activity: mean active backends, the share waiting for a lock, the
+    largest (wait, statement) share."""
+    top = a["top"][0] if a["top"] else None
+    return (f"{a['mean_active_backends']} active, {a['lock_waiting_share']:.0%} waiting for a lock"
+            + (f" (most: {top['share']:.0%} {top['wait']} in {top['statement']})" if top else ""))
 
 
 def _preemptions(cpu: dict[str, Any]) -> str:
@@ -214,3 +228,7 @@ def print_scaling(console: Console, service: dict[str, Any]) -> None:
         waits.append(line)
     if waits:
         console.print("player row lock waits, consumers only: " + "; ".join(waits))
+    activity = [f"{row['workers']} w: {_activity(a)}" for row in rows
+                if (a := row.get("backend_activity_preloaded")) and a.get("lock_waiting_share") is not None]
+    if activity:
+        console.print("PostgreSQL backends' active time (sampled), consumers only: " + "; ".join(activity))

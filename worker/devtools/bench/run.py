@@ -116,7 +116,7 @@ def paired_targets(paired: dict[str, Any], add) -> None:
         "<= 0.4 ms", f"{cpu['median']:.3f} ms ({cpu['min']:.3f} to {cpu['max']:.3f})", cpu["median"] <= 0.4)
     for w, spread in paired["over_base"].items():
         add(f"rating path consumers only, {w} / {base} worker processes, median of {rounds} alternating rounds",
-            ">= 90 %", f"{spread['median']:.0%} ({spread['min']:.0%} to {spread['max']:.0%})",
+            ">= 90 %", f"{spread['median']:.1%} ({spread['min']:.1%} to {spread['max']:.1%})",
             spread["median"] >= 0.9 if base == 2 and int(w) > base else None,
             "" if base == 2 and int(w) > base else "not a target: the target compares 4 and 8 with 2")
 

@@ -198,6 +198,8 @@ def scaling_row(workers: int, noop: dict, noop_same: dict, unbatched_noop: dict 
         "matches_per_transaction_full_load": full.get("matches_per_transaction"),
         "lock_waits_preloaded": drained.get("lock_waits"),
         "lock_waits_full_load": full.get("lock_waits"),
+        "backend_activity_preloaded": drained.get("backend_activity"),
+        "backend_activity_full_load": full.get("backend_activity"),
         "corrections_preloaded": drained.get("corrections"),
         "corrections_full_load": full.get("corrections"),
     }

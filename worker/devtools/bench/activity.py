@@ -1,0 +1,100 @@
+"""``ratings bench`` part: where the PostgreSQL backends spend their active time during a run.
+
+The CPU counters (:mod:`.cpu`) say how much each process worked; they do not say how long a rating
+transaction waited, nor for what. A wait the service records itself (``player_lock_waits``) covers
+the rows :func:`worker.store.locking.lock_players` could not lock at once, not the others: creating
+a new player's row waits, inside ``INSERT ... ON CONFLICT DO NOTHING``, for any transaction that
+inserted the same player and has not committed yet, and nothing records that wait.
+
+:class:`ActivitySampler` reads ``pg_stat_activity`` every ``interval`` seconds from a session of its
+own (``application_name`` :data:`worker.store.bench_data.BENCH_OBSERVER_APPLICATION`, left out of the
+service's CPU) while a run goes on, and counts each backend running a statement by what it waits for
+(``Lock:transactionid``, ``IO:WALSync``, ... or ``running``: on a CPU or waiting for one) and by
+which statement of the service it runs (:func:`statement_label`). The counts divided by the samples
+give the mean number of backends in each state; their shares of all counts, where the backends'
+active time went. A sample costs one small query (about a millisecond of the machine's CPU at 25 per
+second, counted as "everything else").
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from typing import Any
+
+from worker.store import bench_data
+from worker.store.connection import connect
+
+_LABELS = (
+    (re.compile(r"INSERT INTO players\b"), "create new player rows (rating transaction)"),
+    (re.compile(r"FOR UPDATE"), "lock player rows (rating transaction)"),
+    (re.compile(r"INSERT INTO ledger\b"), "write ledger, history, outbox, players (rating transaction)"),
+    (re.compile(r"CROSS JOIN LATERAL \(SELECT \* FROM rating_changes"), "read later matches (correction)"),
+    (re.compile(r"pg_advisory_xact_lock_shared"), "ladder lock (rating transaction)"),
+    (re.compile(r"set_config\(n, v, true\)"), "settings and ledger lookup (rating transaction)"),
+    (re.compile(r"outbox_pending"), "take unpublished events (relay)"),
+    (re.compile(r"^\s*COMMIT\b", re.IGNORECASE), "COMMIT"),
+)
+
+
+def statement_label(query: str) -> str:
+    """A short name for a statement of the service (the rating transaction's steps, the relay's
+    batch, COMMIT), else its first 40 characters with whitespace collapsed."""
+    for pattern, label in _LABELS:
+        if pattern.search(query):
+            return label
+    return " ".join(query.split())[:40]
+
+
+def summarize(counts: Counter, samples: int, top: int = 8) -> dict[str, Any]:
+    """``counts`` (``(wait, statement) -> backends seen``) over ``samples`` samples as
+    ``{"samples", "mean_active_backends", "lock_waiting_share", "top": [{"wait", "statement", "share",
+    "mean_backends"}, ...]}``: ``share`` of all backend counts (the backends' active time), most
+    first; ``lock_waiting_share`` the share in a ``Lock`` wait (a row, a transaction, an advisory
+    lock); None where nothing was seen."""
+    total = sum(counts.values())
+    locked = sum(n for (wait, _), n in counts.items() if wait.startswith("Lock:"))
+    return {
+        "samples": samples,
+        "mean_active_backends": round(total / samples, 2) if samples else None,
+        "lock_waiting_share": round(locked / total, 3) if total else None,
+        "top": [{"wait": wait, "statement": statement, "share": round(n / total, 3),
+                 "mean_backends": round(n / samples, 2)} for (wait, statement), n in counts.most_common(top)],
+    }
+
+
+class ActivitySampler:
+    """Samples the active backends of ``database_url``'s database every ``interval`` seconds in a
+    thread, between ``__enter__`` and ``__exit__``; :meth:`summary` gives :func:`summarize` of them
+    (``interval`` 0: no sampling, an empty summary)."""
+
+    def __init__(self, database_url: str, interval: float = 0.04):
+        self.database_url = database_url
+        self.interval = interval
+        self.counts: Counter = Counter()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-activity", daemon=True)
+
+    def __enter__(self) -> ActivitySampler:
+        if self.interval > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        with connect(self.database_url, autocommit=True) as conn:
+            conn.execute(f"SET application_name = '{bench_data.BENCH_OBSERVER_APPLICATION}'")
+            while not self._stop.wait(self.interval):
+                for wait, query in bench_data.active_backends(conn):
+                    self.counts[(wait, statement_label(query or ""))] += 1
+                self.samples += 1
+
+    def summary(self) -> dict[str, Any]:
+        """What was sampled (see :func:`summarize`)."""
+        return summarize(self.counts, self.samples) | {"interval_s": self.interval}
