@@ -245,3 +245,35 @@ def test_no_statement_of_the_rating_transaction_rescans_a_relation_per_row(clean
                 if found := rescanned_relations(plan):
                     rescans[" ".join(query.split())[:100]] = found
     assert rescans == {}
+
+
+def test_a_correction_planned_while_the_history_was_small_reads_the_history_by_match(clean):
+    """A late match's correction reads the ladder's later matches and their current history rows
+    (``worker.store.chronology.later_matches``: one index lookup per match in ``rating_changes``).
+    Prepared and planned generically while the history held a few rows (a fresh ladder, or a bench
+    run's first correction after its tables were emptied), the plan looked the rows up in
+    ``rating_changes_player_sequence`` by ``generation`` alone, reading the whole generation once per
+    later match: in a bench run at 8 worker processes, 2,001 later matches × 11,117 rows, 5.9 s of
+    one backend's CPU while every transaction sharing a new player with it waited (a 5 s stall, one
+    run in five). Planned on small tables and kept, the plan must still read about the rows it
+    returns as the history grows."""
+    ladders = load_ladder_policies(get_settings())
+    with psycopg.connect(clean.direct_database_url, autocommit=True, prepare_threshold=0) as conn:
+        repository.apply_batch(conn, [entry("small-1", "a0", "a1", 10, ladders)], timeouts=LIMITS)
+        conn.execute("ANALYZE ledger, rating_changes")  # statistics of a small ladder, never updated after
+        late = repository.apply_batch(conn, [entry("small-0", "a0", "a2", 9, ladders)], timeouts=LIMITS)[0]
+        assert late[0].rerated  # the correction's statements ran, planned on a history of 2 rows
+        for day in range(2, 5):  # 300 matches on later days: 600 history rows
+            repository.apply_batch(conn, [elo_entry(elo_message(f"grow-{day}-{n}", f"g{n}", f"h{n}", n % 24, day),
+                                                    ladders) for n in range(100)], timeouts=LIMITS)
+        fetched: list[int] = []
+
+        def before_commit() -> None:  # inside the transaction: its own counts
+            fetched.append(conn.execute("SELECT idx_tup_fetch FROM pg_stat_xact_user_tables "
+                                        "WHERE relname = 'rating_changes'").fetchone()[0])
+
+        results, _ = repository.apply_batch(conn, [entry("late-1", "g1", "a1", 8, ladders)], before_commit,
+                                            timeouts=LIMITS)
+        assert results[0].outcome == Outcome.APPLIED and results[0].rerated
+        # about the 600 rows of the 302 later matches (a few more for the re-rated ones), not 302 x 600
+        assert fetched[0] < 2000, fetched

@@ -85,6 +85,15 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
          ORDER BY l.order_at, l.match_id COLLATE "C", rc.player_id COLLATE "C"
         """,
         {"ladder": ladder, "at": after[0], "mid": after[1], "limit": limit, "generation": generation},
+        # Never prepared: planned at each execution for the tables as they are. A plan kept from a
+        # small history (a fresh ladder, tables emptied, statistics never taken again) looked the rows
+        # up in rating_changes_player_sequence, a partial index of the same predicate as the match's
+        # own, by generation alone or by nothing (on a few rows the two cost the same), and read the
+        # whole history once per later match: 2,001 later matches x 11,117 rows, 5.9 s of one
+        # backend's CPU in a bench run at 8 worker processes, while the transactions sharing a new
+        # player with it waited (tests/integration/test_round_trips.py). A correction is rare; its
+        # planning costs less than a millisecond.
+        prepare=False,
     ).fetchall()
     out: list[LaterMatch] = []
     for seq, match_id, at, payload, *row in rows:
