@@ -5,8 +5,9 @@ from __future__ import annotations
 import inspect
 from collections import Counter
 
-from worker.devtools.bench.activity import statement_label, summarize
+from worker.devtools.bench.activity import summarize
 from worker.store import locking, rating
+from worker.store.bench_data import statement_label
 
 
 def test_the_rating_transactions_statements_are_named_from_their_text() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -131,6 +132,27 @@ BENCH_VACUUM_APPLICATION = "ratings-bench-vacuum"
 BENCH_OBSERVER_APPLICATION = "ratings-bench-observer"
 """``application_name`` of the bench's backend-activity sampler (left out of the service's CPU and
 of the samples)."""
+
+
+_STATEMENT_LABELS = (
+    (re.compile(r"INSERT INTO players\b"), "create new player rows (rating transaction)"),
+    (re.compile(r"FOR UPDATE"), "lock player rows (rating transaction)"),
+    (re.compile(r"INSERT INTO ledger\b"), "write ledger, history, outbox, players (rating transaction)"),
+    (re.compile(r"CROSS JOIN LATERAL \(SELECT \* FROM rating_changes"), "read later matches (correction)"),
+    (re.compile(r"pg_advisory_xact_lock_shared"), "ladder lock (rating transaction)"),
+    (re.compile(r"set_config\(n, v, true\)"), "settings and ledger lookup (rating transaction)"),
+    (re.compile(r"outbox_pending"), "take unpublished events (relay)"),
+    (re.compile(r"^\s*COMMIT\b", re.IGNORECASE), "COMMIT"),
+)
+
+
+def statement_label(query: str) -> str:
+    """A short name for a statement of the service (the rating transaction's steps, the relay's
+    batch, COMMIT), else its first 40 characters with whitespace collapsed."""
+    for pattern, label in _STATEMENT_LABELS:
+        if pattern.search(query):
+            return label
+    return " ".join(query.split())[:40]
 
 
 def active_backends(conn: psycopg.Connection) -> list[tuple[str, str]]:

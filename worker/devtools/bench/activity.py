@@ -10,41 +10,21 @@ inserted the same player and has not committed yet, and nothing records that wai
 own (``application_name`` :data:`worker.store.bench_data.BENCH_OBSERVER_APPLICATION`, left out of the
 service's CPU) while a run goes on, and counts each backend running a statement by what it waits for
 (``Lock:transactionid``, ``IO:WALSync``, ... or ``running``: on a CPU or waiting for one) and by
-which statement of the service it runs (:func:`statement_label`). The counts divided by the samples
-give the mean number of backends in each state; their shares of all counts, where the backends'
-active time went. A sample costs one small query (about a millisecond of the machine's CPU at 25 per
-second, counted as "everything else").
+which statement of the service it runs (:func:`worker.store.bench_data.statement_label`). The
+counts divided by the samples give the mean number of backends in each state; their shares of
+all counts, where the backends' active time went. A sample is one small query of the observer's
+session (its CPU, not measured apart, counts as "everything else").
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import Counter
 from typing import Any
 
 from worker.store import bench_data
+from worker.store.bench_data import statement_label
 from worker.store.connection import connect
-
-_LABELS = (
-    (re.compile(r"INSERT INTO players\b"), "create new player rows (rating transaction)"),
-    (re.compile(r"FOR UPDATE"), "lock player rows (rating transaction)"),
-    (re.compile(r"INSERT INTO ledger\b"), "write ledger, history, outbox, players (rating transaction)"),
-    (re.compile(r"CROSS JOIN LATERAL \(SELECT \* FROM rating_changes"), "read later matches (correction)"),
-    (re.compile(r"pg_advisory_xact_lock_shared"), "ladder lock (rating transaction)"),
-    (re.compile(r"set_config\(n, v, true\)"), "settings and ledger lookup (rating transaction)"),
-    (re.compile(r"outbox_pending"), "take unpublished events (relay)"),
-    (re.compile(r"^\s*COMMIT\b", re.IGNORECASE), "COMMIT"),
-)
-
-
-def statement_label(query: str) -> str:
-    """A short name for a statement of the service (the rating transaction's steps, the relay's
-    batch, COMMIT), else its first 40 characters with whitespace collapsed."""
-    for pattern, label in _LABELS:
-        if pattern.search(query):
-            return label
-    return " ".join(query.split())[:40]
 
 
 def summarize(counts: Counter, samples: int, top: int = 8) -> dict[str, Any]:
