@@ -18,13 +18,12 @@ session (its CPU, not measured apart, counts as "everything else").
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from typing import Any
 
+from worker.devtools.bench.common import SessionLoop
 from worker.store import bench_data
 from worker.store.bench_data import statement_label
-from worker.store.connection import connect
 
 
 def summarize(counts: Counter, samples: int, top: int = 8) -> dict[str, Any]:
@@ -44,36 +43,24 @@ def summarize(counts: Counter, samples: int, top: int = 8) -> dict[str, Any]:
     }
 
 
-class ActivitySampler:
+class ActivitySampler(SessionLoop):
     """Samples the active backends of ``database_url``'s database every ``interval`` seconds in a
     thread, between ``__enter__`` and ``__exit__``; :meth:`summary` gives :func:`summarize` of them
     (``interval`` 0: no sampling, an empty summary)."""
 
+    application = bench_data.BENCH_OBSERVER_APPLICATION
+    name = "bench-activity"
+
     def __init__(self, database_url: str, interval: float = 0.04):
-        self.database_url = database_url
-        self.interval = interval
+        super().__init__(database_url, interval)
         self.counts: Counter = Counter()
         self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="bench-activity", daemon=True)
 
-    def __enter__(self) -> ActivitySampler:
-        if self.interval > 0:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _loop(self) -> None:
-        with connect(self.database_url, autocommit=True) as conn:
-            conn.execute(f"SET application_name = '{bench_data.BENCH_OBSERVER_APPLICATION}'")
-            while not self._stop.wait(self.interval):
-                for wait, query in bench_data.active_backends(conn):
-                    self.counts[(wait, statement_label(query or ""))] += 1
-                self.samples += 1
+    def tick(self, conn) -> None:
+        """One sample: count each active backend by (wait, statement)."""
+        for wait, query in bench_data.active_backends(conn):
+            self.counts[(wait, statement_label(query or ""))] += 1
+        self.samples += 1
 
     def summary(self) -> dict[str, Any]:
         """What was sampled (see :func:`summarize`)."""

@@ -16,7 +16,7 @@ import redis
 
 from worker import store as repository
 from worker.devtools.bench.activity import ActivitySampler
-from worker.devtools.bench.common import NOOP_TASK, RATING_TASK, latency_summary
+from worker.devtools.bench.common import NOOP_TASK, RATING_TASK, SessionLoop, latency_summary
 from worker.devtools.bench.cpu import CpuMeter, Snapshot, per_match
 from worker.devtools.bench.publishers import Published, encode_all, publish
 from worker.devtools.runtime import ServiceProcesses
@@ -113,7 +113,7 @@ def prepared_statements() -> str:
     return os.environ.get("RATINGS_DATABASE_PREPARED_STATEMENTS", "true")
 
 
-class _Vacuum:
+class _Vacuum(SessionLoop):
     """Stands in for autovacuum where the server has it off: ``VACUUM (ANALYZE)`` of the tables the
     rating transaction writes every ``interval`` seconds, in a thread, while a run goes on.
 
@@ -124,32 +124,17 @@ class _Vacuum:
     or a production server whose autovacuum is off, would show the same).
     """
 
+    application = bench_data.BENCH_VACUUM_APPLICATION
+    name = "bench-vacuum"
+
     def __init__(self, database_url: str, interval: float):
-        import threading
-
-        self.database_url = database_url
-        self.interval = interval
+        super().__init__(database_url, interval)
         self.rounds = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="bench-vacuum", daemon=True)
 
-    def __enter__(self) -> _Vacuum:
-        if self.interval > 0:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _loop(self) -> None:
-        with connect(self.database_url, autocommit=True) as conn:
-            # named, so that the CPU accounting leaves it out of the service's PostgreSQL figure
-            conn.execute(f"SET application_name = '{bench_data.BENCH_VACUUM_APPLICATION}'")
-            while not self._stop.wait(self.interval):
-                bench_data.vacuum_analyze_rating_tables(conn)
-                self.rounds += 1
+    def tick(self, conn) -> None:
+        """One ``VACUUM (ANALYZE)`` of the rating tables."""
+        bench_data.vacuum_analyze_rating_tables(conn)
+        self.rounds += 1
 
 
 def autovacuum_on(database_url: str) -> bool:

@@ -163,3 +163,41 @@ def _with_dbname(url: str, dbname: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
 
 
+class SessionLoop:
+    """Calls :meth:`tick` with a session of its own every ``interval`` seconds, in a thread, between
+    ``__enter__`` and ``__exit__`` (``interval`` 0: never). The session's ``application_name`` is
+    :attr:`application`, by which the bench's CPU accounting leaves it out of the service's
+    PostgreSQL figure (:func:`worker.store.bench_data.server_process_ids`)."""
+
+    application = ""
+    name = "bench-loop"
+
+    def __init__(self, database_url: str, interval: float):
+        import threading
+
+        self.database_url = database_url
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+
+    def __enter__(self):
+        if self.interval > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def tick(self, conn) -> None:
+        """One round (override)."""
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        from worker.store.connection import connect
+
+        with connect(self.database_url, autocommit=True) as conn:
+            conn.execute(f"SET application_name = '{self.application}'")
+            while not self._stop.wait(self.interval):
+                self.tick(conn)
