@@ -117,11 +117,11 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
             assert run["applied"] == run["messages"] and run["dead_letters"] == 0 and run["verify_ok"]
             activity = run["backend_activity"]  # sampled every 40 ms: a run of 200 matches may see none
             assert {"samples", "mean_active_backends", "lock_waiting_share", "top", "interval_s"} <= set(activity)
-            assert sum(t["share"] for t in activity["top"]) <= 1.001
+            assert sum(t["share"] for t in activity["top"]) <= 1 + 0.0005 * len(activity["top"])  # rounded
     # over all the rating runs together the sampler saw the rating transaction at work
     seen = {t["statement"] for run in service["runs"] if not run["kind"].startswith("noop")
             for t in run["backend_activity"]["top"]}
-    assert any(label.endswith("(rating transaction)") or label == "COMMIT" for label in seen), seen
+    assert any(label.endswith("(rating transaction)") for label in seen), seen
 
     # the producer helper's publishes per second on the session's Redis (RabbitMQ rows: test_rabbitmq.py)
     # and on a replicated Redis of the bench's own with each durability setting (when redis-sentinel is

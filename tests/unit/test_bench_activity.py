@@ -6,7 +6,7 @@ import inspect
 from collections import Counter
 
 from worker.devtools.bench.activity import summarize
-from worker.store import locking, rating
+from worker.store import events, locking, rating
 from worker.store.bench_data import statement_label
 
 
@@ -16,6 +16,8 @@ def test_the_rating_transactions_statements_are_named_from_their_text() -> None:
     start = source.index("WITH u AS (SELECT * FROM unnest")
     assert statement_label(source[start:start + 400]) == "create new player rows (rating transaction)"
     assert statement_label(locking._SELECT) == "lock player rows (rating transaction)"
+    relay = inspect.getsource(events.take_unpublished)  # FOR UPDATE SKIP LOCKED too: not a player lock
+    assert statement_label(relay[relay.index("WITH taken"):]) == "take unpublished events (relay)"
     assert statement_label("  commit") == "COMMIT"
     assert statement_label("SELECT  count(*)\n  FROM   whatever_else WHERE x = 1") == "SELECT count(*) FROM whatever_else WHERE"
 

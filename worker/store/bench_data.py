@@ -135,13 +135,13 @@ of the samples)."""
 
 
 _STATEMENT_LABELS = (
+    (re.compile(r"outbox_pending"), "take unpublished events (relay)"),  # before FOR UPDATE: it has one too
     (re.compile(r"INSERT INTO players\b"), "create new player rows (rating transaction)"),
     (re.compile(r"FOR UPDATE"), "lock player rows (rating transaction)"),
     (re.compile(r"INSERT INTO ledger\b"), "write ledger, history, outbox, players (rating transaction)"),
     (re.compile(r"CROSS JOIN LATERAL \(SELECT \* FROM rating_changes"), "read later matches (correction)"),
     (re.compile(r"pg_advisory_xact_lock_shared"), "ladder lock (rating transaction)"),
     (re.compile(r"set_config\(n, v, true\)"), "settings and ledger lookup (rating transaction)"),
-    (re.compile(r"outbox_pending"), "take unpublished events (relay)"),
     (re.compile(r"^\s*COMMIT\b", re.IGNORECASE), "COMMIT"),
 )
 

@@ -85,7 +85,9 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
          ORDER BY l.order_at, l.match_id COLLATE "C", rc.player_id COLLATE "C"
         """,
         {"ladder": ladder, "at": after[0], "mid": after[1], "limit": limit, "generation": generation},
-        # Never prepared: planned at each execution for the tables as they are. A plan kept from a
+        # Never prepared: planned at each execution for the tables as they are (still a generic plan
+        # on a connection that prepares: the transaction's plan_cache_mode applies to the unnamed
+        # statement too, but it is not kept). A plan kept from a
         # small history (a fresh ladder, tables emptied, statistics never taken again) looked the rows
         # up in rating_changes_player_sequence, a partial index of the same predicate as the match's
         # own, by generation alone or by nothing (on a few rows the two cost the same), and read the

@@ -19,7 +19,8 @@ The order rotates by one each round, so no run always comes first or last. The r
 no-op at the main count and each count's rating over the base count's (2 when paired, else the
 smallest), are taken within each round between runs seconds apart; the figure reported is their
 median over the rounds, with the lowest and highest beside it. While one cluster runs, the worker
-nodes of the others are stopped (SIGSTOP), so their idle polls take nothing from it. Each cluster has
+nodes of the others are stopped (SIGSTOP), so their idle polls take nothing from it (their relays
+keep running, idle on ``LISTEN``). Each cluster has
 a database of its own (created beside the bench's, dropped at the end): a relay publishes the events
 of its database's outbox, so clusters sharing one would publish each other's events.
 """
@@ -30,6 +31,7 @@ import signal
 import statistics
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from worker.devtools.bench.cluster import Cluster, _warm_up, autovacuum_on, service_matches
 from worker.devtools.bench.common import BenchConfig, _with_dbname, progress
@@ -89,7 +91,8 @@ def paired_bench(config: BenchConfig, database_url: str, broker_url: str, log_di
     vacuum = 0.0 if autovacuum_on(database_url) else config.vacuum_interval
     clusters: dict[str, Cluster] = {}
     databases: list[str] = []
-    bench_db = database_url.rsplit("/", 1)[-1].split("?")[0]
+    # the bench's database name, also in a Unix-socket URL (postgresql://u@/name?host=/dir)
+    bench_db = urlsplit(database_url).path.lstrip("/") or "ratings_bench"
 
     def add(label: str, workers: int, overrides: dict[str, str] | None = None) -> None:
         name = f"{bench_db}_{label}"
@@ -131,8 +134,11 @@ def paired_bench(config: BenchConfig, database_url: str, broker_url: str, log_di
                         result = cluster.run_noop(bodies, timeout, preload=True)
                     else:
                         result = cluster.run_matches(f"paired_{label}", bodies, timeout, preload=True)
-                        cluster.wait_acknowledged(30.0)  # stopped with acknowledgements pending, it would
-                        # hold them (unacknowledged) through the other clusters' runs
+                        # stopped with acknowledgements pending, it would hold them (unacknowledged)
+                        # through the other clusters' runs
+                        if not cluster.wait_acknowledged(30.0):
+                            raise TimeoutError(f"paired round {r + 1}, {label}: messages still unacknowledged "
+                                               "30 s after the run's last event")
                 finally:
                     cluster.signal_workers(signal.SIGSTOP)
                 figures[label] = result | {"workers": cluster.workers, "round": r + 1, "paired": label}
@@ -158,12 +164,18 @@ def paired_bench(config: BenchConfig, database_url: str, broker_url: str, log_di
     finally:
         out["queues"] = [c.queue for c in clusters.values()]
         out["streams"] = [c.stream for c in clusters.values()]
-        for cluster in clusters.values():
-            cluster.signal_workers(signal.SIGCONT)  # a stopped process would not see the SIGTERM
-            cluster.stop()
-        with connect(database_url, autocommit=True) as conn:
-            for name in databases:
-                bench_data.drop_database(conn, name)
+        for label, cluster in clusters.items():  # each one stopped whatever befell the others
+            try:
+                cluster.signal_workers(signal.SIGCONT)  # a stopped process would not see the SIGTERM
+                cluster.stop()
+            except Exception as exc:  # noqa: BLE001 - go on with the others, the first error stays the one raised
+                progress.print(f"[yellow]could not stop the {label} cluster[/yellow]: {exc}")
+        for name in databases:
+            try:
+                with connect(database_url, autocommit=True) as conn:
+                    bench_data.drop_database(conn, name)
+            except Exception as exc:  # noqa: BLE001
+                progress.print(f"[yellow]could not drop the database {name}[/yellow]: {exc}")
     out["per_round"] = rounds
     out["runs"] = runs
     if rounds:
