@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -312,12 +313,14 @@ def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_mat
     assert stored(clean) == chronological_replay(rest)
 
 
-def test_a_correction_reads_the_payloads_of_only_the_later_matches_it_may_re_rate(clean):
+def test_a_correction_reads_the_rows_and_payloads_of_only_the_later_matches_it_may_re_rate(clean):
     """Stored S1 (p1 beats p2, 12:00), S2 (p2 beats p3, 13:00), S3 (p4 beats p5, 14:00); then the late
     L (p1 beats p6, 11:00). The correction re-rates S1 and, through p2, S2 (a chain), not S3:
-    ``read_payloads`` fills in the payloads of S1 and S2 only, and the stored ratings equal the
-    replay by finish time (L, S1, S2, S3), computed here by hand with Elo K = 30."""
-    from worker.store.chronology import later_matches, read_payloads
+    ``later_match_players`` lists the three with their players from the ledger alone,
+    ``plan_corrections`` keeps S1 and S2 and reads their rows and payloads only, and the stored
+    ratings equal the replay by finish time (L, S1, S2, S3), computed here by hand with Elo K = 30.
+    A ledger row written before migration 0009 (``player_ids`` NULL) gives the same players."""
+    from worker.store.chronology import affected_players, later_match_players, later_matches, read_rows
 
     ladders = load_ladder_policies(get_settings())
 
@@ -327,10 +330,22 @@ def test_a_correction_reads_the_payloads_of_only_the_later_matches_it_may_re_rat
                                       elo_entry(elo_message("s3", "p4", "p5", 14, day=2), ladders)], timeouts=limits)
         at, = conn.execute("SELECT order_at FROM ledger WHERE match_id = 's1'").fetchone()
         generation, = conn.execute("SELECT max(generation) FROM rating_changes").fetchone()
-        later = later_matches(conn.cursor(), "elo", (at, "s1"), generation, 10, inclusive=True, payloads=False)
-        assert [m.match_id for m in later] == ["s1", "s2", "s3"] and all(m.payload is None for m in later)
-        read_payloads(conn.cursor(), later, {"p1", "p6", "p2", "p3"})
-        assert [json.loads(m.payload)["match_id"] if m.payload else None for m in later] == ["s1", "s2", None]
+        late_key = (at - timedelta(hours=1), "l")
+        later = later_match_players(conn.cursor(), "elo", late_key, generation, 10)
+        assert [(m.match_id, set(m.players), m.rows, m.payload) for m in later] == [
+            ("s1", {"p1", "p2"}, [], None), ("s2", {"p2", "p3"}, [], None), ("s3", {"p4", "p5"}, [], None)]
+        conn.execute("UPDATE ledger SET player_ids = NULL WHERE match_id = 's2'")  # as before migration 0009
+        assert [set(m.players) for m in later_match_players(conn.cursor(), "elo", late_key, generation, 10)] == [
+            {"p1", "p2"}, {"p2", "p3"}, {"p4", "p5"}]
+        assert [m.match_id for m in later_match_players(conn.cursor(), "elo", late_key, generation, 2)] == ["s1", "s2"]
+        affected = affected_players([(late_key, ("p1", "p6"))], later, late_key)
+        assert affected == {"p1", "p2", "p3", "p6"}
+        touched = read_rows(conn.cursor(), [m for m in later if not affected.isdisjoint(m.players)], generation)
+        assert [json.loads(m.payload)["match_id"] for m in touched] == ["s1", "s2"]
+        assert [[(r.player_id, r.sequence, r.result) for r in m.rows] for m in touched] == [
+            [("p1", 1, "win"), ("p2", 1, "loss")], [("p2", 2, "win"), ("p3", 1, "loss")]]
+        full = later_matches(conn.cursor(), "elo", late_key, generation, 10)  # the reader rebuild and annulments use
+        assert [(m.match_id, m.rows) for m in full[:2]] == [(m.match_id, m.rows) for m in touched]
 
         results, _ = repository.apply_batch(conn, [elo_entry(elo_message("l", "p1", "p6", 11, day=2), ladders)], timeouts=limits)
         assert results[0].out_of_order and not results[0].placed_at_end

@@ -6,7 +6,7 @@ import inspect
 from collections import Counter
 
 from worker.devtools.bench.activity import summarize
-from worker.store import events, locking, rating
+from worker.store import chronology, events, locking, rating
 from worker.store.bench_data import statement_label
 
 
@@ -18,6 +18,10 @@ def test_the_rating_transactions_statements_are_named_from_their_text() -> None:
     assert statement_label(locking._SELECT) == "lock player rows (rating transaction)"
     relay = inspect.getsource(events.take_unpublished)  # FOR UPDATE SKIP LOCKED too: not a player lock
     assert statement_label(relay[relay.index("WITH taken"):]) == "take unpublished events (relay)"
+    players = inspect.getsource(chronology.later_match_players)
+    assert statement_label(players[players.index("SELECT l.seq"):]) == "read later matches' players (correction)"
+    rows = inspect.getsource(chronology.read_rows)
+    assert statement_label(rows[rows.index("SELECT u.seq"):]) == "read later matches' rows (correction)"
     assert statement_label("  commit") == "COMMIT"
     assert statement_label("SELECT  count(*)\n  FROM   whatever_else WHERE x = 1") == "SELECT count(*) FROM whatever_else WHERE"
 

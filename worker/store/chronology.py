@@ -8,7 +8,9 @@ and re-rates, with the engine, the later matches it affects (those sharing a pla
 those sharing a player with a re-rated one, from that time on). Each player enters the sweep from
 the history row at that point (rating before, games before, peak and season before, wins, draws
 and losses undone from the current row), never by replaying the player's whole history, so a
-correction costs the matches it reads (:func:`later_matches`, at most the bound) and re-rates.
+correction costs the later matches' players it reads (:func:`later_match_players`, from the ledger,
+at most the bound) and the rows of the matches it touches (:func:`read_rows`) and re-rates.
+Rebuilds and annulments read every later match with its rows (:func:`later_matches`).
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ class LaterMatch:
     payload: str | None
     """The ledger payload as JSON text (parsed only if the match is re-rated); None when not read."""
     rows: list[LaterRow] = field(default_factory=list)
+    """Empty when read by :func:`later_match_players` and not yet by :func:`read_rows`."""
+    players: tuple[str, ...] = ()
+    """The match's player ids (``ledger.player_ids``, else those of its ``rows``)."""
 
 
 def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation: int,
@@ -102,20 +107,69 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
         if not out or out[-1].match_id != match_id:
             out.append(LaterMatch(seq, match_id, (at, match_id), payload))
         out[-1].rows.append(LaterRow(*row))
+    for m in out:
+        m.players = tuple(r.player_id for r in m.rows)
     return out
 
 
-def read_payloads(cur: psycopg.Cursor, later: Sequence[LaterMatch], players: set[str]) -> None:
-    """Fill in the ledger payload (JSON text) of each match of ``later`` read without it that has a
-    player in ``players`` (the matches a sweep from the late match may re-rate), in one statement.
+def later_match_players(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation: int,
+                        limit: int) -> list[LaterMatch]:
+    """The ladder's stored matches (not annulled) with an order key above ``after``, in key order,
+    at most ``limit``: each with its ``players`` and without rows or payload (:func:`read_rows`
+    reads those of the few a correction touches). One statement, from ``ledger`` alone (the index
+    ``ledger_ladder_order`` and ``ledger.player_ids``); a row written before that column (NULL)
+    takes the players of its current history rows of ``generation``.
 
-    A correction reads the ladder's later matches (:func:`later_matches`) without their payloads:
-    most share no player with the late match, and their payloads are never parsed. Reading them all
-    cost the rating transaction about a tenth of its time under 2 worker processes (py-spy)."""
-    wanted = {m.seq: m for m in later if m.payload is None and any(r.player_id in players for r in m.rows)}
-    if wanted:
-        for seq, payload in cur.execute("SELECT seq, payload::text FROM ledger WHERE seq = ANY(%b)", (list(wanted),)):
-            wanted[seq].payload = payload
+    A rating transaction's correction at 8 worker processes reads 400 to 900 later matches (the
+    other workers' batches committed meanwhile) to find the 4 or so it re-rates; reading each one's
+    history rows too (:func:`later_matches`) cost a lookup in ``rating_changes`` per match and ten
+    columns per row (issue 16)."""
+    rows = cur.execute(
+        """
+        SELECT l.seq, l.match_id, l.order_at,
+               coalesce(l.player_ids, ARRAY(SELECT x.player_id FROM rating_changes x WHERE x.match_id = l.match_id
+                                             AND x.generation = %(generation)s AND x.superseded_by IS NULL
+                                           ORDER BY x.player_id COLLATE "C"))
+          FROM ledger l
+         WHERE l.ladder = %(ladder)s AND NOT l.annulled
+           AND (l.order_at, l.match_id COLLATE "C") > (%(at)s, %(mid)s COLLATE "C")
+         ORDER BY l.order_at, l.match_id COLLATE "C" LIMIT %(limit)s
+        """,
+        {"ladder": ladder, "at": after[0], "mid": after[1], "limit": limit, "generation": generation},
+        prepare=False,  # as later_matches: planned for the tables as they are
+    ).fetchall()
+    return [LaterMatch(seq, match_id, (at, match_id), None, players=tuple(players))
+            for seq, match_id, at, players in rows]
+
+
+def read_rows(cur: psycopg.Cursor, later: Sequence[LaterMatch], generation: int,
+              payloads: bool = True) -> list[LaterMatch]:
+    """Fill in the current history rows of ``generation`` (by player id, ``COLLATE "C"``) and, with
+    ``payloads``, the ledger payload (JSON text) of each match of ``later`` (those a correction
+    touches), in one statement (one index lookup per match). Returns ``later`` in its order, less
+    any match without such rows."""
+    if not later:
+        return []
+    by_seq = {m.seq: m for m in later}
+    for m in later:
+        m.rows = []
+    payload = "(SELECT payload::text FROM ledger WHERE seq = u.seq)" if payloads else "NULL::text"
+    for seq, text, *row in cur.execute(
+        f"""
+        SELECT u.seq, {payload}, rc.id, rc.player_id, rc.sequence, rc.rating_before, rc.result,
+               rc.peak_before, rc.season_before
+          FROM unnest(%b::bigint[], %b::text[]) AS u(seq, match_id)
+          CROSS JOIN LATERAL (SELECT * FROM rating_changes x WHERE x.match_id = u.match_id
+                                 AND x.generation = %b AND x.superseded_by IS NULL OFFSET 0) AS rc
+         ORDER BY u.seq, rc.player_id COLLATE "C"
+        """,
+        ([m.seq for m in later], [m.match_id for m in later], generation),
+        prepare=False,  # as later_matches: a generic plan kept from a small history read it whole per match
+    ):
+        match = by_seq[seq]
+        match.payload = text
+        match.rows.append(LaterRow(*row))
+    return [m for m in later if m.rows]
 
 
 def affected_players(batch: Sequence[tuple[OrderKey, Iterable[str]]], later: Sequence[LaterMatch],
@@ -125,11 +179,10 @@ def affected_players(batch: Sequence[tuple[OrderKey, Iterable[str]]], later: Seq
     that shares a player with them at its time."""
     affected = {pid for key, pids in batch if key >= since for pid in pids}
     gone = set(dropped)
-    affected |= {r.player_id for m in later if m.match_id in gone for r in m.rows}
+    affected |= {pid for m in later if m.match_id in gone for pid in m.players}
     for match in later:
-        pids = {r.player_id for r in match.rows}
-        if pids & affected:
-            affected |= pids
+        if not affected.isdisjoint(match.players):
+            affected.update(match.players)
     return affected
 
 

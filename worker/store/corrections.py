@@ -20,8 +20,8 @@ from worker.store.chronology import (
     Sweep,
     affected_players,
     histories_in_order,
-    later_matches,
-    read_payloads,
+    later_match_players,
+    read_rows,
 )
 from worker.store.events import OUTBOX_CHANNEL, correction_event_id
 
@@ -29,8 +29,9 @@ from worker.store.events import OUTBOX_CHANNEL, correction_event_id
 @dataclass(slots=True)
 class CorrectionPlan:
     """A ladder's correction: the earliest late match (``cause``) and its order key (``since``),
-    the stored matches after it (``later``), the players it touches (``affected``), and whether it
-    is past the bound (``at_end``: the late matches are applied at the end and flagged)."""
+    the stored matches after it with a player it touches (``later``, key order), the players it
+    touches (``affected``), and whether it is past the bound (``at_end``: the late matches are
+    applied at the end and flagged)."""
 
     cause: str
     since: OrderKey
@@ -48,12 +49,17 @@ def plan_corrections(cur: psycopg.Cursor, matches: Sequence[Any], engine_matches
     one of its players in ``last_keys``): the correction to make. ``matches`` are the batch's
     :class:`worker.store.rating.BatchMatch` (their ``payload``), ``engine_matches`` the engine's
     matches, ``match_keys`` their order keys (None: a ladder in arrival order), ``in_force`` per
-    ladder (policy, generation, order), ``bound`` the most stored matches a correction may re-rate.
-    One read of the later matches per such ladder (:func:`later_matches`, at most ``bound`` + 1),
-    and with ``payloads`` one of the payloads of those sharing a player with the correction
-    (:func:`worker.store.chronology.read_payloads`). With
-    ``games`` (the locked rows' games played), a correction whose players' histories are not in
-    replay order from that point (:func:`histories_in_order`) goes at the end."""
+    ladder (policy, generation, order), ``bound`` the most stored matches that may follow the late
+    match (past it, ``at_end``).
+
+    Per such ladder, one read of the later matches' players (:func:`later_match_players`, at most
+    ``bound`` + 1) gives the players the correction touches (:func:`affected_players`); the plan's
+    ``later`` keeps only the matches with one of them (the others a sweep skips, and no player it
+    enters has a row in them). With ``games`` (the locked rows' games played) or ``payloads``, one
+    more statement reads those matches' history rows and payloads (:func:`read_rows`), and with
+    ``games`` a correction whose players' histories are not in replay order from that point
+    (:func:`histories_in_order`) goes at the end. Without either (the read before the locks) the
+    plan's matches have no rows: ``affected`` and ``later``'s players are what the locks need."""
     since: dict[str, tuple[OrderKey, str]] = {}
     for m, em, key in zip(matches, engine_matches, match_keys):
         if key is None:
@@ -64,19 +70,21 @@ def plan_corrections(cur: psycopg.Cursor, matches: Sequence[Any], engine_matches
                 since[ladder] = (key, m.payload["match_id"])
     plans: dict[str, CorrectionPlan] = {}
     for ladder, (key, cause) in since.items():
-        later = later_matches(cur, ladder, key, in_force[ladder][1], bound + 1, payloads=False)
+        generation = in_force[ladder][1]
+        later = later_match_players(cur, ladder, key, generation, bound + 1)
         if len(later) > bound:
             plans[ladder] = CorrectionPlan(cause, key, [], set(), True)
             continue
         batch = [(k, em.player_ids()) for m, em, k in zip(matches, engine_matches, match_keys)
                  if k is not None and m.payload["ladder"] == ladder]
         affected = affected_players(batch, later, key)  # type: ignore[arg-type]
+        later = [m for m in later if not affected.isdisjoint(m.players)]
+        if games is not None or payloads:
+            later = read_rows(cur, later, generation, payloads)
         if games is not None and not histories_in_order(
                 later, affected, {pid: n for (lad, pid), n in games.items() if lad == ladder}):
             plans[ladder] = CorrectionPlan(cause, key, [], set(), True)
             continue
-        if payloads:  # only the matches a sweep may re-rate: those with an affected player
-            read_payloads(cur, later, affected)
         plans[ladder] = CorrectionPlan(cause, key, later, affected, False)
     return plans
 
@@ -132,7 +140,8 @@ def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tu
     """The writes of a rating or correction transaction: mark the ``superseded`` history rows
     ((row id, correction id)) first, then one statement (one round trip, data-modifying ``WITH``
     clauses) inserts the new ``ledger`` rows ((match_id, ladder, payload_hash, payload JSON, finished_at,
-    order_at, out_of_order, placed_at_end, task_id, policy_version), in apply order; ``ON CONFLICT
+    order_at, out_of_order, placed_at_end, task_id, policy_version, player ids as a JSON array), in
+    apply order; ``ON CONFLICT
     (match_id) DO NOTHING``), the new ``history`` rows (17 columns, the
     ``rating_changes`` ones; a first column ``None`` takes the ``seq`` of the ledger row of its
     match id inserted here), the ``outbox`` rows ((event id, JSON, the match id of the new ledger
@@ -149,7 +158,7 @@ def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tu
         cur.execute("UPDATE rating_changes r SET superseded_by = u.c FROM unnest(%b::bigint[], %b::bigint[]) "
                     "AS u(i, c) WHERE r.id = u.i", ([i for i, _ in superseded], [c for _, c in superseded]))
     ledger = ledger or []
-    columns = [list(c) for c in zip(*ledger)] if ledger else [[] for _ in range(10)]
+    columns = [list(c) for c in zip(*ledger)] if ledger else [[] for _ in range(11)]
     history_columns = [list(c) for c in zip(*history)] if history else [[] for _ in range(17)]
     history_columns[0] = [None if s is None else int(s) for s in history_columns[0]]
     row = cur.execute(
@@ -167,10 +176,11 @@ def write_rating_rows(cur: psycopg.Cursor, history: list[tuple], outbox: list[tu
 _WRITE = """
 WITH led AS (
     INSERT INTO ledger (match_id, ladder, payload_hash, payload, finished_at, order_at, out_of_order,
-                        placed_at_end, task_id, policy_version)
-    SELECT m, l, h, p::jsonb, f, a, o, e, t, v
+                        placed_at_end, task_id, policy_version, player_ids)
+    SELECT m, l, h, p::jsonb, f, a, o, e, t, v, ARRAY(SELECT jsonb_array_elements_text(pi::jsonb))
       FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::timestamptz[],
-                  %b::bool[], %b::bool[], %b::text[], %b::text[]) WITH ORDINALITY AS u(m, l, h, p, f, a, o, e, t, v, n)
+                  %b::bool[], %b::bool[], %b::text[], %b::text[], %b::text[])
+           WITH ORDINALITY AS u(m, l, h, p, f, a, o, e, t, v, pi, n)
      ORDER BY n
     ON CONFLICT (match_id) DO NOTHING RETURNING match_id, seq),
 -- the ledger seq of each match inserted above, by match id: a lookup per history and outbox row

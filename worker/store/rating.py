@@ -415,7 +415,8 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
         ledger_rows.append((m.payload["match_id"], ladder, m.payload_hash,
                             m.payload_json or json.dumps(m.payload, ensure_ascii=False, separators=(",", ":")),
                             finished_at, mkey[0] if mkey is not None else min(finished_at, received_at),
-                            late, at_end, m.task_id, policies[ladder].version or None))
+                            late, at_end, m.task_id, policies[ladder].version or None,
+                            json.dumps(em.player_ids(), ensure_ascii=False)))
 
     occurred_at = datetime.now(UTC)
     history: list[tuple] = []
