@@ -35,3 +35,15 @@ def test_shares_of_the_backends_active_time_and_the_lock_waiting_share() -> None
                           {"wait": "Lock:transactionid", "statement": "create", "share": 0.3, "mean_backends": 0.6}]
     assert summarize(Counter(), samples=0) == {"samples": 0, "mean_active_backends": None,
                                                "lock_waiting_share": None, "top": []}
+
+
+def test_the_heads_of_lock_waits_per_sample_and_the_samples_without_one() -> None:
+    from worker.devtools.bench.activity import summarize_heads
+
+    heads = Counter({("idle in transaction", "lock player rows (rating transaction)"): 6,
+                     ("active", "write ledger, history, outbox, players (rating transaction)"): 2, ("none", ""): 3})
+    assert summarize_heads(heads, chain_samples=10) == {
+        "samples": 10, "headless_samples": 3,
+        "top": [{"state": "idle in transaction", "statement": "lock player rows (rating transaction)", "per_sample": 0.6},
+                {"state": "active", "statement": "write ledger, history, outbox, players (rating transaction)",
+                 "per_sample": 0.2}]}

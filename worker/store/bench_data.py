@@ -169,6 +169,22 @@ def active_backends(conn: psycopg.Connection) -> list[tuple[str, str]]:
         (BENCH_VACUUM_APPLICATION, BENCH_OBSERVER_APPLICATION)).fetchall()
 
 
+def lock_chain_heads(conn: psycopg.Connection) -> list[tuple[str, str]]:
+    """The heads of this database's lock waits now, for the bench's sampler: ``(state, query)`` of
+    each backend that holds a lock another backend waits for (``pg_blocking_pids``) and waits for
+    no lock itself, once each; ``state`` as ``pg_stat_activity.state``, an active one's wait event
+    after it (``"idle in transaction"``: its client is working, or waiting, between two statements), ``query``
+    its current or last statement. An empty list while backends wait means each one they wait for
+    waits too: a cycle, or a chain caught mid-hand-over. ``pg_blocking_pids`` takes the lock
+    manager's partition locks: call it only when backends wait."""
+    return conn.execute(
+        "SELECT b.state || CASE WHEN b.state = 'active' THEN coalesce(' ' || b.wait_event_type || ':' "
+        "|| b.wait_event, '') ELSE '' END, b.query "
+        "FROM pg_stat_activity b WHERE b.pid IN (SELECT unnest(pg_blocking_pids(a.pid)) FROM pg_stat_activity a "
+        "WHERE a.datname = current_database() AND a.wait_event_type = 'Lock') "
+        "AND b.wait_event_type IS DISTINCT FROM 'Lock'").fetchall()
+
+
 def server_process_ids(conn: psycopg.Connection) -> tuple[list[int], list[int], list[int]]:
     """(backends connected to this connection's database other than this session's own, the bench's
     vacuum session and its activity sampler, the server's background processes: WAL writer, checkpointer,

@@ -14,6 +14,13 @@ which statement of the service it runs (:func:`worker.store.bench_data.statement
 counts divided by the samples give the mean number of backends in each state; their shares of
 all counts, where the backends' active time went. A sample is one small query of the observer's
 session (its CPU, not measured apart, counts as "everything else").
+
+A sample in which :data:`CHAIN_SAMPLE_WAITERS` or more backends wait for a lock also reads the
+heads of the waits (:func:`worker.store.bench_data.lock_chain_heads`: the backends others wait for
+that wait for no lock themselves, by state and statement): a stall of every worker shows whether
+its head is a transaction idle between two statements (its client busy, or waiting), one running a
+statement, or none (the waits form a cycle of short, retried lock waits, which PostgreSQL's
+deadlock detector does not see whole).
 """
 
 from __future__ import annotations
@@ -24,6 +31,21 @@ from typing import Any
 from worker.devtools.bench.common import SessionLoop
 from worker.store import bench_data
 from worker.store.bench_data import statement_label
+
+CHAIN_SAMPLE_WAITERS = 3
+"""Backends waiting for a lock in one sample from which the sampler reads the waits' heads."""
+
+
+def summarize_heads(heads: Counter, chain_samples: int, top: int = 5) -> dict[str, Any]:
+    """``heads`` (``(state, statement) -> times seen``) over the ``chain_samples`` samples with
+    :data:`CHAIN_SAMPLE_WAITERS` or more lock waiters as ``{"samples", "headless_samples", "top":
+    [{"state", "statement", "per_sample"}, ...]}``: ``headless_samples`` (counted under the key
+    ``("none", "")``) had waiters and no head; ``per_sample`` is times seen over ``chain_samples``."""
+    headless = heads.get(("none", ""), 0)
+    seen = Counter({k: n for k, n in heads.items() if k != ("none", "")})
+    return {"samples": chain_samples, "headless_samples": headless,
+            "top": [{"state": state, "statement": statement, "per_sample": round(n / chain_samples, 2)}
+                    for (state, statement), n in seen.most_common(top)]}
 
 
 def summarize(counts: Counter, samples: int, top: int = 8) -> dict[str, Any]:
@@ -55,13 +77,26 @@ class ActivitySampler(SessionLoop):
         super().__init__(database_url, interval)
         self.counts: Counter = Counter()
         self.samples = 0
+        self.heads: Counter = Counter()
+        self.chain_samples = 0
 
     def tick(self, conn) -> None:
-        """One sample: count each active backend by (wait, statement)."""
+        """One sample: count each active backend by (wait, statement); with
+        :data:`CHAIN_SAMPLE_WAITERS` or more of them waiting for a lock, the waits' heads too."""
+        waiting = 0
         for wait, query in bench_data.active_backends(conn):
             self.counts[(wait, statement_label(query or ""))] += 1
+            waiting += wait.startswith("Lock:")
         self.samples += 1
+        if waiting >= CHAIN_SAMPLE_WAITERS:
+            self.chain_samples += 1
+            heads = bench_data.lock_chain_heads(conn)
+            for state, query in heads:
+                self.heads[(state or "", statement_label(query or ""))] += 1
+            if not heads:
+                self.heads[("none", "")] += 1
 
     def summary(self) -> dict[str, Any]:
-        """What was sampled (see :func:`summarize`)."""
-        return summarize(self.counts, self.samples) | {"interval_s": self.interval}
+        """What was sampled (see :func:`summarize`; ``lock_chain_heads``: :func:`summarize_heads`)."""
+        return summarize(self.counts, self.samples) | {
+            "interval_s": self.interval, "lock_chain_heads": summarize_heads(self.heads, self.chain_samples)}
