@@ -187,7 +187,7 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
             if queue and not stuck:
                 _wait_for(cur, _QUEUE, (QUEUE_LOCK_CLASS, ladders), wait_ms, lock_timeout_ms, waited_from, False)
             result.rows = _wait_for(cur, _SELECT, args, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms,
-                                    lock_timeout_ms, waited_from, remembered)
+                                    lock_timeout_ms, waited_from, remembered, out_of_order=not queue)
     except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
         waited = time.perf_counter() - waited_from
         result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
@@ -211,17 +211,31 @@ _QUEUE = "SELECT count(pg_advisory_xact_lock(%b, hashtext(l))) FROM unnest(%b::t
 
 
 def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_timeout_ms: int,
-              waited_from: float, once: bool) -> list[tuple]:
+              waited_from: float, once: bool, out_of_order: bool = False) -> list[tuple]:
     """Run ``sql`` (a statement that waits for locks) in a savepoint with ``lock_timeout`` =
-    ``wait_ms`` (each retry at least :data:`REMEMBERED_WAIT_MS`), again while what it waits for is
-    held by rating transactions (they finish), up to
-    ``lock_timeout_ms`` since ``waited_from`` (``time.perf_counter()``); its rows. Raises
-    ``LockNotAvailable`` at once when ``once``, past that budget, or when a stuck session may be
-    what holds the locks (:func:`_stuck_session`)."""
+    ``wait_ms`` (each retry at least :data:`REMEMBERED_WAIT_MS`, and longer than the server's
+    ``deadlock_timeout`` by :data:`DEADLOCK_CHECK_MARGIN_MS`; the first attempt too when
+    ``out_of_order``: rows locked outside the global order), again while what it waits for is held
+    by rating transactions (they finish), up to ``lock_timeout_ms`` since ``waited_from``
+    (``time.perf_counter()``); its rows. Raises ``LockNotAvailable`` at once when ``once``, past
+    that budget, or when a stuck session may be what holds the locks (:func:`_stuck_session`);
+    ``DeadlockDetected`` when the wait closes a cycle.
+
+    Why longer than ``deadlock_timeout``: PostgreSQL looks for a cycle only in a lock wait that has
+    lasted ``deadlock_timeout`` (1 s by default), and a wait cancelled by its ``lock_timeout`` first,
+    or at the same moment, is never checked. Two rating transactions each waiting, in attempts of
+    1 s or less, for a row the other holds (a correction's rows beyond those locked, taken out of
+    the global order; a new player's row, created before the locks) then waited for each other
+    attempt after attempt until the 5 s budget ran out, and every transaction behind them with them:
+    the "stalls of the second kind" of the bench (README, Performance), two backends alternately
+    cancelled by their lock timeout once a second in the server's log."""
+    attempt_ms = wait_ms
+    if out_of_order and not once:
+        attempt_ms = min(max(wait_ms, _deadlock_timeout_ms(cur) + DEADLOCK_CHECK_MARGIN_MS), max(lock_timeout_ms, 1))
     while True:
         try:
             with cur.connection.transaction():
-                _set_lock_timeout(cur, wait_ms)
+                _set_lock_timeout(cur, attempt_ms)
                 return cur.execute(sql, params).fetchall()
         except psycopg.errors.LockNotAvailable:
             # Rows (or the queue) other rating transactions hold, a correction many and for longer,
@@ -229,9 +243,24 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
             # Each retry waits a while: 1 ms ones (RATINGS_PLAYER_LOCK_WAIT_MS=0, or what is left of
             # a short one) would spin, a savepoint and two statements per millisecond.
             wait_ms = max(wait_ms, REMEMBERED_WAIT_MS)
-            waited_ms = (time.perf_counter() - waited_from) * 1000.0
-            if once or waited_ms + wait_ms > lock_timeout_ms or _stuck_session(cur):
+            left_ms = lock_timeout_ms - (time.perf_counter() - waited_from) * 1000.0
+            if once or wait_ms > left_ms or _stuck_session(cur):
                 raise
+            # a retry waits past deadlock_timeout when the budget allows, so that a cycle it closes
+            # is found and broken (a lock taken meanwhile ends the wait at once: no time lost)
+            attempt_ms = int(min(max(wait_ms, _deadlock_timeout_ms(cur) + DEADLOCK_CHECK_MARGIN_MS), left_ms))
+
+
+DEADLOCK_CHECK_MARGIN_MS = 250
+"""How much longer than the server's ``deadlock_timeout`` a retried lock wait lasts (milliseconds):
+the deadlock check runs when a wait reaches ``deadlock_timeout``; a ``lock_timeout`` equal to it
+cancels the wait first."""
+
+
+def _deadlock_timeout_ms(cur: psycopg.Cursor) -> int:
+    """The server's ``deadlock_timeout`` for this session, in milliseconds."""
+    row = cur.execute("SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout'").fetchone()
+    return int(row[0]) if row else 1000
 
 
 QUEUE_LOCK_CLASS = 7_403
