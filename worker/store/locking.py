@@ -117,14 +117,20 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
        path stop taking rows the waiter has not reached; then every row is locked in the one
        global order with ``lock_timeout`` = ``wait_ms`` (:data:`REMEMBERED_WAIT_MS` when a busy row
        is one this process found held within :data:`REMEMBER_BLOCKED_SECONDS`): transactions that
-       wait, wait in one order, so they never deadlock; a lock other rating transactions hold is
-       waited for again, up to ``lock_timeout_ms`` in all, unless a stuck session appears. Got:
-       the queue lock is kept to the commit.
-    4. Past that wait (``LockNotAvailable``; ``DeadlockDetected`` with a session outside the
-       service), the savepoint is rolled back, the queue lock with it (the ladder is not held up
-       by a transaction that defers), the free rows are locked without waiting (``SKIP LOCKED``)
-       and the rows still busy are *blocked* (and remembered): the caller defers their matches.
-       Nothing waits after this step, so rows taken out of order here cannot close a cycle.
+       wait, wait in one order; a lock other rating transactions hold is waited for again, up to
+       ``lock_timeout_ms`` in all, unless a stuck session appears, each retry (and, with ``queue``
+       false, the first wait: rows taken out of the global order) longer than the server's
+       ``deadlock_timeout`` while no session outside the service may hold the rows
+       (:func:`_wait_for`). The order is not the whole story: a new player's row (created before
+       the locks) and a correction's rows beyond those it locked (``queue`` false) are held
+       outside it, and can close a cycle, which the server's deadlock check then breaks. Got: the
+       queue lock is kept to the commit.
+    4. Past that wait (``LockNotAvailable``, or ``DeadlockDetected``), the savepoint is rolled back,
+       the queue lock with it (the ladder is not held up by a transaction that defers), the free
+       rows are locked without waiting (``SKIP LOCKED``) and the rows still busy are *blocked*
+       (and remembered, unless a deadlock among rating transactions made them so): the caller
+       defers their matches. Nothing waits after this step, so rows taken out of order here
+       cannot close a cycle.
 
     ``lock_timeout`` is set back to ``lock_timeout_ms`` (``SET LOCAL``: nothing outlives the
     transaction). Raises other ``psycopg.Error`` as they come.
@@ -188,14 +194,17 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
                 _wait_for(cur, _QUEUE, (QUEUE_LOCK_CLASS, ladders), wait_ms, lock_timeout_ms, waited_from, False)
             result.rows = _wait_for(cur, _SELECT, args, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms,
                                     lock_timeout_ms, waited_from, remembered, out_of_order=not queue)
-    except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
+    except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected) as exc:
         waited = time.perf_counter() - waited_from
         result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
         got = {(r[0], r[1]) for r in result.rows}
         result.blocked = {k for k in keys if k not in got}
-        until = time.monotonic() + REMEMBER_BLOCKED_SECONDS
-        for key in result.blocked:
-            _blocked_until[key] = until
+        # a cycle with other rating transactions: their rows are free within milliseconds of this
+        # one giving up, so later batches should not treat them as held for long
+        if not isinstance(exc, psycopg.errors.DeadlockDetected) or _outside_session_open(cur):
+            until = time.monotonic() + REMEMBER_BLOCKED_SECONDS
+            for key in result.blocked:
+                _blocked_until[key] = until
         _forget(got)
         result.waits = {k: waited for k in busy}
     else:
@@ -215,7 +224,8 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
     """Run ``sql`` (a statement that waits for locks) in a savepoint with ``lock_timeout`` =
     ``wait_ms`` (each retry at least :data:`REMEMBERED_WAIT_MS`, and longer than the server's
     ``deadlock_timeout`` by :data:`DEADLOCK_CHECK_MARGIN_MS`; the first attempt too when
-    ``out_of_order``: rows locked outside the global order), again while what it waits for is held
+    ``out_of_order``: rows locked outside the global order; neither while a session outside the
+    service may hold the rows, :func:`_outside_session_open`), again while what it waits for is held
     by rating transactions (they finish), up to ``lock_timeout_ms`` since ``waited_from``
     (``time.perf_counter()``); its rows. Raises ``LockNotAvailable`` at once when ``once``, past
     that budget, or when a stuck session may be what holds the locks (:func:`_stuck_session`);
@@ -230,7 +240,7 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
     the "stalls of the second kind" of the bench (README, Performance), two backends alternately
     cancelled by their lock timeout once a second in the server's log."""
     attempt_ms = wait_ms
-    if out_of_order and not once:
+    if out_of_order and not once and not _outside_session_open(cur):
         attempt_ms = min(max(wait_ms, _deadlock_timeout_ms(cur) + DEADLOCK_CHECK_MARGIN_MS), max(lock_timeout_ms, 1))
     while True:
         try:
@@ -247,8 +257,12 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
             if once or wait_ms > left_ms or _stuck_session(cur):
                 raise
             # a retry waits past deadlock_timeout when the budget allows, so that a cycle it closes
-            # is found and broken (a lock taken meanwhile ends the wait at once: no time lost)
-            attempt_ms = int(min(max(wait_ms, _deadlock_timeout_ms(cur) + DEADLOCK_CHECK_MARGIN_MS), left_ms))
+            # is found and broken (a lock taken meanwhile ends the wait at once: no time lost); not
+            # while a session outside the service may be what holds the rows: it is seen as stuck
+            # within STUCK_AFTER_MS, and RATINGS_PLAYER_LOCK_WAIT_MS bounds the wait behind it
+            attempt_ms = wait_ms
+            if not _outside_session_open(cur):
+                attempt_ms = int(min(max(wait_ms, _deadlock_timeout_ms(cur) + DEADLOCK_CHECK_MARGIN_MS), left_ms))
 
 
 DEADLOCK_CHECK_MARGIN_MS = 250
@@ -283,18 +297,45 @@ def _stuck_session(cur: psycopg.Cursor) -> bool:
     transaction of another application, for :data:`STUCK_AFTER_MS` or longer (an operator's
     session, a frozen worker): the rows may be held for long, so the batch defers their matches.
     Otherwise the rows are held by rating transactions, which finish: the caller waits on."""
+    return _session_open_for(cur, STUCK_AFTER_MS, STUCK_AFTER_MS)
+
+
+def _session_open_for(cur: psycopg.Cursor, idle_ms: int, other_ms: int) -> bool:
+    """True when another session of this database is idle inside a transaction for ``idle_ms`` or
+    longer, or runs a transaction of another application than the rating transaction's for
+    ``other_ms`` or longer."""
     # pg_stat_activity is read once per transaction unless the snapshot is cleared, and now() is
     # the transaction's start: a session that became stuck while this one waited would go unseen.
     cur.execute("SELECT pg_stat_clear_snapshot()")
     row = cur.execute(
         """SELECT EXISTS (SELECT 1 FROM pg_stat_activity
                            WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+                             AND backend_type = 'client backend'  -- not autovacuum: it holds no player row
                              AND ((state LIKE 'idle in transaction%%'
                                    AND state_change < clock_timestamp() - make_interval(secs => %s))
                                   OR (coalesce(application_name, '') <> %s
                                       AND xact_start < clock_timestamp() - make_interval(secs => %s))))""",
-        (STUCK_AFTER_MS / 1000.0, RATING_APPLICATION, STUCK_AFTER_MS / 1000.0)).fetchone()
+        (idle_ms / 1000.0, RATING_APPLICATION, other_ms / 1000.0)).fetchone()
     return bool(row and row[0])
+
+
+MAYBE_STUCK_AFTER_MS = 100
+"""Another application's transaction open this long may be an operator's session that will be seen
+as stuck (:data:`STUCK_AFTER_MS`): a rating transaction's lock waits stay short meanwhile, so it
+sees that in time (:func:`_outside_session_open`)."""
+
+MAYBE_FROZEN_AFTER_MS = 400
+"""A session idle inside its transaction this long may be a frozen worker about to be seen as
+stuck; shorter idle spells are a rating transaction's own work between two statements (tens to
+a few hundred milliseconds under load), which must not keep the waits short."""
+
+
+def _outside_session_open(cur: psycopg.Cursor) -> bool:
+    """True when another application's transaction has been open :data:`MAYBE_STUCK_AFTER_MS`, or a
+    session idle in its transaction :data:`MAYBE_FROZEN_AFTER_MS`: the rows waited for may be held
+    by a session outside the service (or a frozen one), and the wait stays within
+    ``RATINGS_PLAYER_LOCK_WAIT_MS`` (no longer attempt for the deadlock check)."""
+    return _session_open_for(cur, MAYBE_FROZEN_AFTER_MS, MAYBE_STUCK_AFTER_MS)
 
 
 def _forget(keys: Iterable[Key]) -> None:
