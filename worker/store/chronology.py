@@ -69,15 +69,15 @@ class LaterMatch:
 
 
 def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation: int,
-                  limit: int, inclusive: bool = False, payloads: bool = True) -> list[LaterMatch]:
+                  limit: int, inclusive: bool = False) -> list[LaterMatch]:
     """The ladder's stored matches (not annulled) with an order key above ``after`` (or equal,
-    ``inclusive``), in key order, with their current history rows of ``generation`` and (``payloads``)
-    their payloads as JSON text: at most ``limit`` matches (one statement; the index
-    ``ledger_ladder_order`` finds them)."""
-    payload = "l.payload::text" if payloads else "NULL::text"  # text: parsed only for a re-rated match
+    ``inclusive``), in key order, with their current history rows of ``generation`` and their
+    payloads as JSON text (parsed only for a re-rated match): at most ``limit`` matches (one
+    statement; the index ``ledger_ladder_order`` finds them). Rebuilds and annulments read this
+    way; a rating transaction's correction reads :func:`later_match_players` and :func:`read_rows`."""
     rows = cur.execute(
         f"""
-        SELECT l.seq, l.match_id, l.order_at, {payload}, rc.id, rc.player_id, rc.sequence, rc.rating_before,
+        SELECT l.seq, l.match_id, l.order_at, l.payload::text, rc.id, rc.player_id, rc.sequence, rc.rating_before,
                rc.result, rc.peak_before, rc.season_before
           FROM (SELECT seq, match_id, order_at, payload FROM ledger
                  WHERE ladder = %(ladder)s AND NOT annulled
