@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 
 import psycopg
@@ -60,6 +61,11 @@ class StaleConnection(Exception):
     """A pooled connection opened before :meth:`RatingsPool.retire_connections` (discarded)."""
 
 
+RECENTLY_RETURNED_SECONDS = 1.0
+"""A pooled connection returned idle (no transaction open) this recently is handed out without the empty-query
+check (:meth:`RatingsPool._check`)."""
+
+
 class RatingsPool(ConnectionPool):
     """A :class:`psycopg_pool.ConnectionPool` that can retire every connection it holds.
 
@@ -72,8 +78,15 @@ class RatingsPool(ConnectionPool):
     def __init__(self, *args, **kwargs):
         self._epoch = 0
         self._born: weakref.WeakKeyDictionary[psycopg.Connection, int] = weakref.WeakKeyDictionary()
+        self._returned: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
         self._epoch_lock = threading.Lock()
         super().__init__(*args, configure=self._stamp, check=self._check, **kwargs)
+
+    def putconn(self, conn: psycopg.Connection) -> None:
+        """Return ``conn`` to the pool (as :meth:`psycopg_pool.ConnectionPool.putconn`), noting when."""
+        if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            self._returned[conn] = time.monotonic()
+        super().putconn(conn)
 
     def _stamp(self, conn: psycopg.Connection) -> None:
         with self._epoch_lock:
@@ -85,6 +98,13 @@ class RatingsPool(ConnectionPool):
         if stale:  # closed, so the pool drops it (a connection failing the check only goes back otherwise)
             conn.close()
             raise StaleConnection("opened before the last error of the environment")
+        # A connection that came back idle (no transaction open) within RECENTLY_RETURNED_SECONDS is handed out as
+        # it is: under load a child takes its connection for every batch, and the empty query was
+        # one round trip of the dozen a transaction of a few matches makes. If it broke meanwhile
+        # (the server restarted), the transaction fails with a lost connection and is retried on a
+        # new one (a transient error).
+        if time.monotonic() - self._returned.get(conn, float("-inf")) < RECENTLY_RETURNED_SECONDS:
+            return
         # ConnectionPool.check_connection's empty query, never prepared (prepare_threshold=0 would
         # prepare it): where prepared statements fail (PgBouncer before 1.22), the rating
         # transaction is the one to report it, as an error of the environment that says what to do
