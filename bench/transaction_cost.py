@@ -5,12 +5,14 @@ Options: ``--matches 10000 --batch-sizes 1,10,100 --players 100000``. In a datab
 the bench's generated Sedma matches (``ratings bench``'s generator, players drawn from
 ``--players``) through :meth:`worker.service.rating_service.RatingService.rate`, as a worker child
 does, in batches of each size in turn, on one connection (prepared statements on, as the bench's
-workers), with no broker, no Celery and no relay. For each batch size it prints, per match: this
-process's CPU (validation, rating, events, psycopg), the CPU of the PostgreSQL backend serving its
-connection (``/proc`` through psutil: the server must run on this machine), their sum, and the
-wall time; beside them, measured in the same run on the same messages, the CPU of validation alone
-(:meth:`RatingService.validate`, no I/O). What the service's CPU per match cannot go below with
-this transaction: a worker's main process (Celery, the broker), the relay and Redis come on top.
+workers), with no broker, no Celery and no relay. The batch sizes run in the order given, on one
+database that grows (the later sizes meet fewer new players; no VACUUM is run). For each batch size
+it prints, per match: this process's CPU (validation, rating, events, psycopg), the CPU of the
+PostgreSQL backend serving its connection (``/proc`` through psutil: the server must run on this
+machine, in the same PID namespace), their sum, and the wall time; beside them, measured in the
+same run on the same messages, the CPU of validation alone (:meth:`RatingService.validate`, no
+I/O). What the service's CPU per match cannot go below with this transaction: a worker's main
+process (Celery, the broker), the relay and Redis come on top.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def main() -> int:
     try:
         migrate(url)
         os.environ["RATINGS_DATABASE_URL"] = url
-        os.environ.setdefault("RATINGS_DATABASE_PREPARED_STATEMENTS", "true")
+        os.environ["RATINGS_DATABASE_PREPARED_STATEMENTS"] = "true"  # as the bench's workers
         os.environ["RATINGS_POOL_MAX_SIZE"] = "1"  # one connection: its backend is the one measured
         from worker import bootstrap
         from worker.settings import get_settings
@@ -71,10 +73,13 @@ def main() -> int:
         rows = []
         for n, size in enumerate(sizes):
             mine = calls[n * per:(n + 1) * per]
-            for i in range(0, WARM_UP, size):
-                service.rate(mine[i:i + size])
+            for i in range(0, WARM_UP, size):  # the warm-up's own messages only, whatever the size
+                service.rate(mine[i:min(i + size, WARM_UP)])
             with service.pool.connection() as conn:
                 backend = psutil.Process(conn.info.backend_pid)
+            if not backend.name().startswith("postgres"):
+                raise SystemExit(f"process {backend.pid} is {backend.name()!r}, not the connection's PostgreSQL "
+                                 "backend: the server must run on this machine, in this PID namespace")
             measured = mine[WARM_UP:]
             start_cpu, start_pg, start_wall = _cpu(me), _cpu(backend), time.perf_counter()
             for i in range(0, len(measured), size):

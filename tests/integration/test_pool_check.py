@@ -65,3 +65,16 @@ def test_a_pooled_connection_whose_session_ended_costs_at_most_a_retry(service, 
     assert ("transient error" in caplog.text) is retried, caplog.text
     with psycopg.connect(clean.database_url, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE 'pool-%'").fetchone()[0] == 2
+
+
+def test_a_connection_returned_inside_a_transaction_is_checked_when_next_handed_out(service):
+    """Returned idle, a connection is noted as recently returned; returned with a transaction open
+    (the pool rolls it back), the note is dropped, so the next hand-out runs the empty-query check."""
+    pool = service.pool
+    with pool.connection() as conn:
+        conn.execute("SELECT 1")
+    assert conn in pool._returned
+    conn = pool.getconn()
+    conn.execute("BEGIN")
+    pool.putconn(conn)
+    assert conn not in pool._returned

@@ -86,6 +86,8 @@ class RatingsPool(ConnectionPool):
         """Return ``conn`` to the pool (as :meth:`psycopg_pool.ConnectionPool.putconn`), noting when."""
         if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             self._returned[conn] = time.monotonic()
+        else:  # in a transaction, or broken: checked when next handed out (if the pool keeps it)
+            self._returned.pop(conn, None)
         super().putconn(conn)
 
     def _stamp(self, conn: psycopg.Connection) -> None:
