@@ -25,12 +25,17 @@ from .test_worker import match, ratings, run_cli
 pytestmark = pytest.mark.integration
 
 
+def rating_service(clean, **settings_overrides) -> RatingService:
+    """A rating service of this test process on the session's database (no Celery); close its pool."""
+    settings = Settings(database_url=clean.database_url, broker_url=clean.broker_url, **settings_overrides)
+    ladders = {name: LadderPolicy(name, policy) for name, policy in load_ladders(DEFAULT_LADDERS_FILE).items()}
+    return RatingService(open_pool(settings), ladders, settings)
+
+
 @pytest.fixture
 def service(clean):
     """A rating service of this test process on the session's database (no Celery)."""
-    settings = Settings(database_url=clean.database_url, broker_url=clean.broker_url)
-    ladders = {name: LadderPolicy(name, policy) for name, policy in load_ladders(DEFAULT_LADDERS_FILE).items()}
-    svc = RatingService(open_pool(settings), ladders, settings)
+    svc = rating_service(clean)
     yield svc
     svc.pool.close()
 

@@ -11,13 +11,8 @@ import psycopg
 import pytest
 
 import worker.store.pool as pool_module
-from worker.policy.ladders import load_ladders
-from worker.service.rating_service import RatingService
-from worker.settings import DEFAULT_LADDERS_FILE, Settings
-from worker.store.ladders import LadderPolicy
-from worker.store.pool import open_pool
 
-from .test_batches import call
+from .test_batches import call, rating_service
 from .test_worker import match
 
 pytestmark = pytest.mark.integration
@@ -26,9 +21,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def service(clean):
     """A rating service of this test process whose pool holds one connection."""
-    settings = Settings(database_url=clean.database_url, broker_url=clean.broker_url, pool_max_size=1)
-    ladders = {name: LadderPolicy(name, policy) for name, policy in load_ladders(DEFAULT_LADDERS_FILE).items()}
-    svc = RatingService(open_pool(settings), ladders, settings)
+    svc = rating_service(clean, pool_max_size=1)
     yield svc
     svc.pool.close()
 

@@ -239,9 +239,7 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
     attempt after attempt until the 5 s budget ran out, and every transaction behind them with them:
     the "stalls of the second kind" of the bench (README, Performance), two backends alternately
     cancelled by their lock timeout once a second in the server's log."""
-    attempt_ms = wait_ms
-    if out_of_order and not once and not _outside_session_open(cur):
-        attempt_ms = min(max(wait_ms, _deadlock_timeout_ms(cur) + DEADLOCK_CHECK_MARGIN_MS), max(lock_timeout_ms, 1))
+    attempt_ms = _checked_attempt_ms(cur, wait_ms, max(lock_timeout_ms, 1)) if out_of_order and not once else wait_ms
     while True:
         try:
             with cur.connection.transaction():
@@ -260,15 +258,23 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
             # is found and broken (a lock taken meanwhile ends the wait at once: no time lost); not
             # while a session outside the service may be what holds the rows: it is seen as stuck
             # within STUCK_AFTER_MS, and RATINGS_PLAYER_LOCK_WAIT_MS bounds the wait behind it
-            attempt_ms = wait_ms
-            if not _outside_session_open(cur):
-                attempt_ms = int(min(max(wait_ms, _deadlock_timeout_ms(cur) + DEADLOCK_CHECK_MARGIN_MS), left_ms))
+            attempt_ms = _checked_attempt_ms(cur, wait_ms, left_ms)
 
 
 DEADLOCK_CHECK_MARGIN_MS = 250
 """How much longer than the server's ``deadlock_timeout`` a retried lock wait lasts (milliseconds):
 the deadlock check runs when a wait reaches ``deadlock_timeout``; a ``lock_timeout`` equal to it
 cancels the wait first."""
+
+
+def _checked_attempt_ms(cur: psycopg.Cursor, wait_ms: int, cap_ms: float) -> int:
+    """A lock wait's ``lock_timeout`` (milliseconds) long enough for the server's deadlock check:
+    ``wait_ms``, raised to ``deadlock_timeout`` + :data:`DEADLOCK_CHECK_MARGIN_MS` but not past
+    ``cap_ms`` (the budget left); ``wait_ms`` itself while a session outside the service may hold
+    the rows (:func:`_outside_session_open`)."""
+    if _outside_session_open(cur):
+        return wait_ms
+    return int(min(max(wait_ms, _deadlock_timeout_ms(cur) + DEADLOCK_CHECK_MARGIN_MS), cap_ms))
 
 
 def _deadlock_timeout_ms(cur: psycopg.Cursor) -> int:
