@@ -41,7 +41,7 @@ def test_the_light_producer_install_publishes_a_match_that_is_applied(clean, tmp
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "--no-deps", str(REPO)], check=True, timeout=300,
                    capture_output=True)
-    subprocess.run([*pip, "celery[redis]>=5.4,<6", "pydantic>=2.7,<3"], check=True, timeout=300, capture_output=True)
+    subprocess.run([*pip, "celery[redis]>=5.7,<5.8", "pydantic>=2.7,<3"], check=True, timeout=300, capture_output=True)
     done = subprocess.run([python, "-c", PUBLISH, clean.broker_url, clean.queue], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and "published" in done.stdout, done.stderr
