@@ -130,7 +130,9 @@ def test_a_message_pushed_back_meanwhile_is_not_claimed_twice(own):
 
 
 def _evals(r: redis.Redis) -> int:
-    return int(r.info("commandstats").get("cmdstat_eval", {}).get("calls", 0))
+    """Scripts run since the last CONFIG RESETSTAT (by text or by SHA-1)."""
+    stats = r.info("commandstats")
+    return sum(int(stats.get(name, {}).get("calls", 0)) for name in ("cmdstat_eval", "cmdstat_evalsha"))
 
 
 def test_a_backlog_and_the_claim_of_the_first_message_take_two_round_trips(own):
@@ -175,3 +177,21 @@ def test_a_message_pushed_back_before_the_merged_claim_is_not_delivered(own):
         assert [m.decode() for m in received] == [{"n": 4}, {"n": 5}]
         assert (r.hlen("unacked"), r.llen(QUEUE), r.llen(inflight)) == (2, 0, 0)
     assert queue.name == QUEUE
+
+
+def test_a_script_cache_flushed_under_an_idle_consumer_costs_one_empty_poll_and_no_message(own):
+    """The poll sends TAKE_FIRST by its SHA-1 (EVALSHA): after SCRIPT FLUSH the server answers
+    NOSCRIPT once, the channel loads the scripts again, and the next poll takes the message, which
+    is delivered once and recorded as unacknowledged."""
+    r = redis.Redis.from_url(own.broker_url)
+    queue = Queue(QUEUE, Exchange(QUEUE), QUEUE)
+    received = []
+    with Connection(own.broker_url, transport="worker.service.transport:Transport") as conn:
+        with conn.Consumer(queue, callbacks=[lambda body, message: received.append(body)]):
+            r.script_flush()
+            r.config_resetstat()
+            _publish(own.broker_url, {"n": 6})
+            conn.drain_events(timeout=5)
+            assert received == [{"n": 6}]
+            assert r.info("errorstats").get("errorstat_NOSCRIPT", {}).get("count") == 1
+            assert (r.hlen("unacked"), r.llen(QUEUE)) == (1, 0)

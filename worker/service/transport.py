@@ -82,7 +82,7 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
 from worker.service.redis_queue import as_envelope, envelope, queue_keys
-from worker.service.transport_scripts import CLAIM, CLAIM_AND_TAKE_MORE, TAKE_FIRST, TAKE_MORE
+from worker.service.transport_scripts import Scripts
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +126,9 @@ class QoS(kombu_redis.QoS):
         delivery = message.delivery_info
         value = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
         k = self.channel._k
-        with self.channel.conn_or_acquire() as client:
-            claimed = _cmd(client, "EVAL", CLAIM, 3, k(inflight), k(self.unacked_index_key),
-                           k(self.unacked_key), raw, delivery_tag, time(), value)
+        claimed = self.channel._scripts().claim(
+            keys=[k(inflight), k(self.unacked_index_key), k(self.unacked_key)],
+            args=[raw, delivery_tag, time(), value])
         if not claimed:  # put back by a recovery meanwhile: it is on the queue again, not ours
             raise Empty()
         super(kombu_redis.QoS, self).append(message, delivery_tag)  # virtual.QoS bookkeeping
@@ -182,6 +182,7 @@ class Channel(kombu_redis.Channel):
     """Seconds the next poll waits after a poll that took messages and emptied the queue (module doc)."""
     _poll_not_before = 0.0  # monotonic time before which no poll starts (a linger)
     _shared_client = None  # the client conn_or_acquire hands out (on the channel's connection pool)
+    _lua: Scripts | None = None  # the Lua scripts, on a client of the channel's connection pool
 
     # kombu types the option tuple by its exact length; one name more is still a tuple of names
     from_transport_options = kombu_redis.Channel.from_transport_options + ("poll_linger",)  # type: ignore[assignment]
@@ -208,6 +209,20 @@ class Channel(kombu_redis.Channel):
 
     def _k(self, key: str) -> str:
         return self.global_keyprefix + key
+
+    def _scripts(self) -> Scripts:
+        """The Lua scripts, registered on a plain ``redis.Redis`` client of the channel's connection
+        pool (kept, like :meth:`conn_or_acquire`'s client). Plain, because the scripts' keys are
+        already prefixed (:meth:`_k`) and kombu's prefixing client would prefix an ``EVALSHA``'s
+        first key a second time; the pool's credential provider is passed as kombu passes it."""
+        registered = self._lua
+        if registered is None or registered.client.connection_pool is not self.pool:
+            kwargs: dict = {"connection_pool": self.pool}
+            provider = self.pool.connection_kwargs.get("credential_provider")
+            if provider is not None:
+                kwargs["credential_provider"] = provider
+            registered = self._lua = Scripts.register(redis.Redis(**kwargs))
+        return registered
 
     def _inflight(self, source: str) -> str:
         """This process's in-flight list for queue ``source`` (one for all of its lists: a message
@@ -277,10 +292,10 @@ class Channel(kombu_redis.Channel):
         self._poll_keys = (queue, inflight)
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()
-        if self._poll_cmd != "EVAL":  # first look at every list of the queue, most urgent first
-            self._poll_cmd = "EVAL"
+        if self._poll_cmd != "EVALSHA":  # first look at every list of the queue, most urgent first
+            self._poll_cmd = "EVALSHA"
             keys = [self._k(inflight)] + [self._k(k) for k in self._keys(queue)]
-            self.client.connection.send_command("EVAL", TAKE_FIRST, len(keys), *keys)
+            self.client.connection.send_command("EVALSHA", self._scripts().take_first.sha, len(keys), *keys)
         else:  # every list was empty: wait on the plain one, at most brpop_timeout seconds
             self._poll_cmd = "BLMOVE"
             timeout = self.brpop_timeout if timeout is None else timeout
@@ -296,6 +311,12 @@ class Channel(kombu_redis.Channel):
                 self.client.connection.disconnect()
                 self._poll_cmd = None
                 raise
+            except redis.exceptions.NoScriptError:
+                # TAKE_FIRST sent by its SHA-1 to a server whose script cache is empty (restarted,
+                # SCRIPT FLUSH): nothing was taken; load the scripts, and the next poll looks again
+                self._scripts().load()
+                self._poll_cmd = None
+                raise Empty() from None
             if command == "BRPOP":  # several queues: kombu's way, every list of each
                 if not reply:
                     raise Empty()
@@ -357,11 +378,10 @@ class Channel(kombu_redis.Channel):
         room = self._room(delivered=1)
         keys = [self._k(inflight), self._k(self.qos.unacked_index_key), self._k(self.qos.unacked_key)]
         keys += [self._k(k) for k in self._keys(queue)]
-        with self.conn_or_acquire() as client:
-            reply = _cmd(client, "EVAL", CLAIM_AND_TAKE_MORE, len(keys), *keys, item, tag, time(), value, room)
+        reply = self._scripts().claim_and_take_more(keys=keys, args=[item, tag, time(), value, room])
         claimed, drained, raws = reply[0], reply[1], reply[2:]
         if drained:  # every list was empty just now: linger, then look; else wait (BLMOVE)
-            self._poll_cmd = None if (claimed or raws) and self._linger() else "EVAL"
+            self._poll_cmd = None if (claimed or raws) and self._linger() else "EVALSHA"
         if claimed:
             self._deliver_recorded(payload, item, queue)
         for raw in raws:
@@ -407,8 +427,7 @@ class Channel(kombu_redis.Channel):
             return 0
         keys = [self._k(self.qos.unacked_index_key), self._k(self.qos.unacked_key)]
         keys += [self._k(k) for k in self._keys(queue)]
-        with self.conn_or_acquire() as client:
-            raws = _cmd(client, "EVAL", TAKE_MORE, len(keys), *keys, room, time())
+        raws = self._scripts().take_more(keys=keys, args=[room, time()])
         for raw in raws or ():
             self._deliver_recorded(loads(bytes_to_str(raw)), raw, queue)
         return len(raws or ())
@@ -429,8 +448,8 @@ class Channel(kombu_redis.Channel):
     def _get(self, queue):
         inflight = self._inflight(queue)
         keys = [self._k(inflight)] + [self._k(k) for k in self._keys(queue)]
+        item = self._scripts().take_first(keys=keys)
         with self.conn_or_acquire() as client:
-            item = _cmd(client, "EVAL", TAKE_FIRST, len(keys), *keys)
             self._maybe_update_queues_expire(client, queue)
         if not item:
             raise Empty()
@@ -478,6 +497,7 @@ class Channel(kombu_redis.Channel):
     def basic_consume(self, queue, *args, **kwargs):
         ret = super().basic_consume(queue, *args, **kwargs)
         if queue not in self.active_fanout_queues:
+            self._scripts().load()  # before the first poll, which sends TAKE_FIRST by its SHA-1
             self._inflight(queue)
             self.recover_inflight()
         return ret

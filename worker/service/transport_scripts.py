@@ -2,9 +2,17 @@
 
 Kept apart from the channel code that runs them; the module docstring of
 :mod:`worker.service.transport` says why each exists. Keys and arguments are listed above each.
+:class:`Scripts` registers them on a client with redis-py's ``register_script``: each runs as
+``EVALSHA`` (its SHA-1, not its text, on the wire), and redis-py loads it when the server does not
+know it (a new or restarted server, ``SCRIPT FLUSH``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from redis.commands.core import Script
 
 # KEYS: in-flight list, unacked_index, unacked. ARGV: raw message, delivery tag, now, unacked value.
 CLAIM = """
@@ -77,3 +85,35 @@ for k = 2, #KEYS do
 end
 return false
 """
+
+
+@dataclass(frozen=True)
+class Scripts:
+    """The four scripts registered on ``client`` (``redis.Redis.register_script``).
+
+    Call one as ``scripts.claim(keys=[...], args=[...])``: it runs on ``client`` (a pooled
+    connection per call) with ``EVALSHA``, loading the script first when the server answers
+    ``NOSCRIPT``; raises what the command raises (``redis.ConnectionError``, ...).
+    """
+
+    client: redis.Redis
+    claim: Script
+    claim_and_take_more: Script
+    take_first: Script
+    take_more: Script
+
+    @classmethod
+    def register(cls, client: redis.Redis) -> Scripts:
+        """Register :data:`CLAIM`, :data:`CLAIM_AND_TAKE_MORE`, :data:`TAKE_FIRST` and
+        :data:`TAKE_MORE` on ``client`` (no round trip: the SHA-1s are computed here)."""
+        return cls(client, client.register_script(CLAIM), client.register_script(CLAIM_AND_TAKE_MORE),
+                   client.register_script(TAKE_FIRST), client.register_script(TAKE_MORE))
+
+    def load(self) -> None:
+        """Put the four scripts in the server's script cache, in one round trip (``SCRIPT LOAD``
+        each, pipelined): what a new or restarted server, or ``SCRIPT FLUSH``, left empty. Raises
+        what the commands raise (``redis.ConnectionError``, ``redis.ResponseError``)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for script in (self.claim, self.claim_and_take_more, self.take_first, self.take_more):
+                pipe.script_load(script.script)
+            pipe.execute()
