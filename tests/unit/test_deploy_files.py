@@ -218,8 +218,9 @@ def test_dockerfile_installs_runtime_dependencies_only():
         if keyword == "COPY" and not args.startswith("--from")
         for src in args.split()[:-1]
     }
-    assert sources <= {"pyproject.toml", "README.md", "engine", "schemas", "worker"}, sources
+    assert sources <= {"pyproject.toml", "README.md", "requirements.lock", "engine", "schemas", "worker"}, sources
     assert "pip wheel" in text and "/opt/venv/bin/pip install" in text
+    assert "-c requirements.lock" in runs, "the image's dependencies are not installed from the lock file"
 
 
 def test_dockerfile_runs_as_non_root_with_the_ratings_entrypoint():
