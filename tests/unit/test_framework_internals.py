@@ -193,8 +193,8 @@ INTERNALS: list[Internal] = [
     attribute("celery.app.task:Task", "Request", f"{BA} Batcher (its request class)"),
     call("celery.app.task:Task", "start_strategy", "self, app, consumer", f"{BA} strategy(task, app, consumer)"),
     call("celery.worker.strategy", "default", "task, app, consumer", f"{BA} strategy"),
-    override("celery.worker.strategy", "hybrid_to_proto2", "message, body", f"{BA} Batcher.on_message"),
-    override("celery.worker.strategy", "proto1_to_proto2", "message, body", f"{BA} Batcher.on_message"),
+    call("celery.worker.strategy", "hybrid_to_proto2", "message, body", f"{BA} Batcher.on_message"),
+    call("celery.worker.strategy", "proto1_to_proto2", "message, body", f"{BA} Batcher.on_message"),
     call("celery.worker.request", "create_request_cls", "base, task, pool, hostname, eventer, app", f"{BA} Batcher"),
     call("celery.worker.request:Request", "__init__",
          "message, on_ack, on_reject, app, hostname, eventer, task, connection_errors, body, headers, decoded, utc",
@@ -221,8 +221,9 @@ def _resolve(where: str) -> Any:
 
 
 def _parameters(function: Any) -> list[str]:
-    prefix = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
-    return [prefix.get(p.kind, "") + p.name for p in inspect.signature(function).parameters.values()]
+    """``function``'s parameter names in order, ``*args`` and ``**kwargs`` with their stars."""
+    return [("*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else "") + p.name
+            for p in inspect.signature(function).parameters.values()]
 
 
 def problem(entry: Internal) -> str | None:
@@ -262,6 +263,28 @@ def test_the_framework_still_has_the_private_attribute_the_adapter_relies_on(ent
     """Each listed attribute exists in the installed Celery, kombu, billiard or redis-py, with the
     parameters the adapter expects; the failure names the one that is missing or changed."""
     assert problem(entry) is None, problem(entry)
+
+
+CONVENTIONS = [
+    # (where, a regular expression its source must match, what relies on it)
+    ("celery.worker.strategy:default", r"def task_message_handler\(message, body, ack, reject, callbacks,",
+     f"{BA} Batcher.on_message(message, body, ack, reject, callbacks): the handler a strategy returns"),
+    ("celery.worker.consumer:Consumer.create_task_handler",
+     r"strategy\(\s*message, payload,\s*\w+,\s*\w+,\s*callbacks,",
+     f"{BA} Batcher.on_message: how the consumer calls a strategy's handler"),
+    ("celery.app.task:Task.start_strategy", r"instantiate\(self\.Strategy, self, app, consumer",
+     f"{BA} strategy(task, app, consumer, **kwargs)"),
+    ("kombu.transport.redis:PublishBatch.publish", r"_publish_batch=self",
+     f"{PR} _WaitForReplicas._put: a batched publish is told apart by its _publish_batch keyword"),
+]
+
+
+@pytest.mark.parametrize(("where", "pattern", "used_by"), CONVENTIONS, ids=[c[0] for c in CONVENTIONS])
+def test_the_framework_still_calls_the_adapter_the_way_it_expects(where, pattern, used_by):
+    """Calling conventions no signature shows (a handler's arguments, a private keyword), read in
+    the framework's source: the failure names the function whose call changed."""
+    assert re.search(pattern, inspect.getsource(_resolve(where))), (
+        f"{where} no longer matches {pattern!r}; used by {used_by}")
 
 
 def test_the_consumer_blueprint_still_has_the_delayed_delivery_step_it_removes():
