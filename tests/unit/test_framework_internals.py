@@ -17,8 +17,8 @@ Four kinds of entry:
   framework calls it with them;
 * ``call``: a function or method the adapter calls; it must accept these parameters by name;
 * ``attribute``: a class or module attribute the adapter reads, sets or extends;
-* ``instance``: an attribute the framework assigns to its instances in the named method (no class
-  attribute to look up), checked in that method's source.
+* ``instance``: an attribute the framework assigns to its instances in the named method, checked
+  in that method's source unless the class has it (a property in some releases).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ INTERNALS: list[Internal] = [
     call("redis:Redis", "parse_response", "self, connection, command_name, **options", f"{TR} Channel._brpop_read"),
     instance("redis.client:Redis", "connection", "__init__", f"{TR} the polling connection (client.connection)"),
     instance("redis.client:Redis", "connection_pool", "__init__", f"{TR} Channel._scripts, conn_or_acquire"),
-    attribute("redis.connection:ConnectionPool", "connection_kwargs", f"{TR} Channel._scripts"),
+    instance("redis.connection:ConnectionPool", "connection_kwargs", "__init__", f"{TR} Channel._scripts"),
     call("redis.connection:AbstractConnection", "send_command", "self, *args, **kwargs",
          f"{TR} Channel._brpop_start (EVALSHA, BLMOVE, BRPOP)"),
     call("redis.connection:AbstractConnection", "disconnect", "self, *args", f"{TR} Channel._brpop_read"),
@@ -233,6 +233,8 @@ def problem(entry: Internal) -> str | None:
     except (ImportError, AttributeError) as exc:
         return f"{entry.where} is missing ({exc}); used by {entry.used_by}"
     if entry.kind == "instance":
+        if hasattr(owner, entry.name):  # a class attribute or property in this release
+            return None
         method = inspect.getattr_static(owner, entry.params, None)
         source = inspect.getsource(method) if method is not None else ""
         if not re.search(rf"\b\w+\.{re.escape(entry.name)}\s*(?::[^=\n]+)?=(?!=)", source):
