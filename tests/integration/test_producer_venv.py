@@ -33,7 +33,7 @@ print("published")
 
 
 def test_the_light_producer_install_publishes_a_match_that_is_applied(clean, tmp_path):
-    """pip install --no-deps the project, then celery[redis] and pydantic only: no psycopg,
+    """pip install --no-deps the project, then celery[redis], kombu and pydantic only: no psycopg,
     embedded servers or matplotlib; publish_match from that interpreter is applied by the workers."""
     env_dir = tmp_path / "producer-venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
@@ -41,7 +41,7 @@ def test_the_light_producer_install_publishes_a_match_that_is_applied(clean, tmp
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "--no-deps", str(REPO)], check=True, timeout=300,
                    capture_output=True)
-    subprocess.run([*pip, "celery[redis]>=5.7,<5.8", "pydantic>=2.7,<3"], check=True, timeout=300, capture_output=True)
+    subprocess.run([*pip, "celery[redis]>=5.7,<5.8", "kombu>=5.7,<5.8", "pydantic>=2.7,<3"], check=True, timeout=300, capture_output=True)
     done = subprocess.run([python, "-c", PUBLISH, clean.broker_url, clean.queue], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and "published" in done.stdout, done.stderr
