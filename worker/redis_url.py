@@ -14,6 +14,7 @@ producer and the operator commands follow a failover (redis-py's ``SentinelConne
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -114,6 +115,21 @@ def short_error(exc: BaseException) -> str:
     ``MasterNotFoundError`` (one per Sentinel, each hundreds of characters)."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text.split(" : <redis.client.Redis", 1)[0]
+
+
+StreamFields = Mapping[bytes | str, bytes | str]
+
+
+def stream_entries(page: Sequence[tuple[bytes | str | None, StreamFields | None]] | None
+                   ) -> list[tuple[str, StreamFields]]:
+    """An ``XRANGE``/``XREVRANGE`` reply as ``(entry id as text, fields)`` pairs, oldest or newest
+    first as given; ``[]`` for an empty reply.
+
+    redis-py types every entry's id as ``bytes | str | None`` and its fields as optional (``XCLAIM``
+    and ``XREADGROUP`` return an entry deleted from the stream with no fields), whatever the
+    client's ``decode_responses``; a range reply never holds such an entry, and one is left out."""
+    return [(entry_id.decode() if isinstance(entry_id, bytes) else entry_id or "", fields)
+            for entry_id, fields in page or () if fields is not None]
 
 
 def redis_client(url: str, **kwargs: Any):

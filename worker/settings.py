@@ -364,6 +364,23 @@ def _scheme_only(url: str) -> str:
     return f"{scheme}://..." if sep else repr(url[:20])
 
 
+class SettingNotSet(RuntimeError):
+    """A URL setting that a component needs is unset (``ratings`` commands check theirs at start:
+    this is raised where a component is reached without that check, e.g. from Python)."""
+
+
+def required_url(url: str | None, variable: str) -> str:
+    """``url`` (a URL setting's value) when it is set; raise :class:`SettingNotSet` naming
+    ``variable`` (its environment variable, ``RATINGS_DATABASE_URL``) when it is ``None`` or empty.
+
+    For the services (worker, relay, doctor), which the ``ratings`` commands start only after
+    checking their URLs (:mod:`worker.cli.common`): the URLs are Optional in :class:`Settings`
+    because ``ratings demo`` and the tests start embedded servers when they are unset."""
+    if not url:
+        raise SettingNotSet(f"{variable} is not set (only `ratings demo` starts embedded servers)")
+    return url
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process's settings, read once from the environment."""

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import worker.ops.evaluate as ev
-from engine import BandedK, ConstantK, Match, Outcome, Participant, RatingChange, RatingPolicy, Rounding
+from engine import BandedK, ConstantK, FreeForAll, Match, Outcome, Participant, RatingChange, RatingPolicy, Rounding
 from worker.ops.evaluate import (
     HistoryItem,
     LabelledPolicy,
@@ -213,6 +213,23 @@ def test_burn_in_leaves_the_first_matches_out_of_the_prediction_figures_only():
     assert p.log_loss == pytest.approx((ll(e2, 0.5) - math.log(1 - e3)) / 2, rel=1e-12)
     assert p.accuracy == 0.0  # m3 only
     assert p.distribution.max == pytest.approx(max(final.values()), rel=1e-15)
+
+
+def test_a_free_for_all_in_the_history_moves_ratings_but_is_not_scored():
+    """A free-for-all has no side A to score: it is replayed (its three new players are rated) and
+    left out of the prediction figures, which then cover m1 alone (E = 0.5, side A won: ln 2)."""
+    history = [
+        HistoryItem(m("m1", "a", "b", Outcome.SIDE_A_WON), at(2020)),
+        HistoryItem(FreeForAll("f1", ((Participant("d"),), (Participant("e"),), (Participant("f"),)), (1, 2, 3)),
+                    at(2021)),
+    ]
+    p = evaluate(history, [LabelledPolicy("k30", K30)], player="d").policies[0]
+    assert (p.matches, p.scored, p.decisive) == (2, 1, 1)
+    assert p.log_loss == pytest.approx(LN2, rel=1e-15)
+    assert p.distribution.players == 5
+    # d beats e and f, all new (E = 0.5 each); K = 30 divided by the 2 opponents' sides:
+    # 1200 + 30 / 2 * ((1 - 0.5) + (1 - 0.5)) = 1215.
+    assert (p.player_rating, p.player_games) == (1215.0, 1)
 
 
 def test_final_distribution_and_followed_player_match_the_hand_ratings():

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.console import Console
 
-from worker.settings import get_settings
+from worker.settings import get_settings, required_url
+
+if TYPE_CHECKING:
+    from engine.policy import RatingPolicy
 
 console = Console()
 err = Console(stderr=True)
@@ -85,7 +90,7 @@ def require_session_database_url(check_schema: bool = True) -> str:
     """``RATINGS_DIRECT_DATABASE_URL``, else ``RATINGS_DATABASE_URL`` (for commands that need a
     session: a rebuild, migrations); exit 2 when neither is set, or as :func:`require_database_url`."""
     require_database_url(check_schema=check_schema)
-    return get_settings().session_database_url  # type: ignore[return-value]
+    return required_url(get_settings().session_database_url, "RATINGS_DATABASE_URL")
 
 
 def require_broker_url() -> str:
@@ -119,7 +124,7 @@ def cli_producer_app():
                         wait_timeout_ms=settings.publish_wait_timeout_ms, ca_file=settings.broker_ca_file)
 
 
-def configured_policies():
+def configured_policies() -> dict[str, RatingPolicy]:
     """Ladder name to engine policy from the ladders file; exit 2 naming file, line and key if broken."""
     from worker.cli.policy import ladder_policies_or_exit
 

@@ -87,6 +87,7 @@ def evaluate(
             if history_ladder is None:
                 err.print(f"[red]{file} holds no valid MatchFinished line[/red]")
                 raise typer.Exit(1)
+    assert history_ladder is not None  # --ladder, else --file's: checked above for each kind
 
     policies: list[ev.LabelledPolicy] = []
     if policy:
@@ -123,7 +124,7 @@ def evaluate(
                 progress=lambda n: progress.advance(task, n), clock=time.perf_counter,
             )
 
-    if kind == "ledger":
+    if file is None:  # kind "ledger"
         with connect(require_database_url()) as conn:
             # One REPEATABLE READ snapshot (as verify): workers may keep applying matches meanwhile.
             with snapshot(conn):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from worker import store as repository
@@ -213,7 +214,7 @@ def rebuild(
     changed and records the rebuild in `rebuilds` (see `ratings rebuilds`).
     """
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from worker.ops.rebuild import RebuildError, rebuild_ladder
     from worker.policy.stored import ladder_contents
@@ -225,7 +226,7 @@ def rebuild(
     content = ladder_contents(settings.ladders_file)[ladder]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=False) as bar:
-        tasks: dict[str, object] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(phase: str, done: int, total: int | None) -> None:
             if phase not in tasks:
@@ -276,9 +277,10 @@ def rebuilds(
     with connect(require_database_url()) as conn:
         rows = repository.rebuilds(conn, ladder, limit)
     table = Table(title="rebuilds (newest first)")
-    for col, just in [("id", "right"), ("ladder", "left"), ("status", "left"), ("started (UTC)", "left"),
-                      ("by", "left"), ("order", "left"), ("policy", "left"), ("matches", "right"),
-                      ("events", "right"), ("lock held", "right")]:
+    columns: list[tuple[str, JustifyMethod]] = [
+        ("id", "right"), ("ladder", "left"), ("status", "left"), ("started (UTC)", "left"), ("by", "left"),
+        ("order", "left"), ("policy", "left"), ("matches", "right"), ("events", "right"), ("lock held", "right")]
+    for col, just in columns:
         table.add_column(col, justify=just)
     errors = []
     for r in rows:

@@ -158,15 +158,15 @@ class RatingEventConsumer:
             return 0
         self.report.read += len(entries)
         gone = [entry_id for entry_id, fields in entries if not fields]  # the stream no longer holds them
+        live = [(entry_id, fields) for entry_id, fields in entries if fields]
         if gone:
             self.report.trimmed += len(gone)
             self.client.xack(self.stream, self.group, *gone)
-            entries = [(entry_id, fields) for entry_id, fields in entries if fields]
         if reconcile or gone:
             # Catch up with the database first: the entries below then mostly turn out to be duplicates.
             self.reconcile()
             self._inherited_pending = False
-        for index, (entry_id, fields) in enumerate(entries):
+        for index, (entry_id, fields) in enumerate(live):
             if redelivered and index == 0 and self._poisoned(entry_id):
                 self._park(entry_id, fields)
                 continue
@@ -181,7 +181,7 @@ class RatingEventConsumer:
                 break  # keep per-player order: retry this entry before any later one
             self.client.xack(self.stream, self.group, entry_id)
             self._failures.pop(entry_id, None)
-        return max(len(entries) + len(gone), 1)
+        return max(len(live) + len(gone), 1)
 
     def run_until_idle(self, count: int = 100, block_ms: int = 200) -> PollReport:
         """Poll until a poll finds nothing to do; return :attr:`report`."""

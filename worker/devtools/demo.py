@@ -22,7 +22,7 @@ from worker.ops.render import leaderboard_table
 from worker.ops.verify import verify_ladder
 from worker.policy.ladders import load_ladders
 from worker.producer import producer_app, publish_match
-from worker.redis_url import redis_client
+from worker.redis_url import redis_client, stream_entries
 from worker.settings import get_settings
 from worker.store.connection import connect
 from worker.store.migrate import migrate
@@ -41,16 +41,17 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
     embedded = None
     # The event stream's Redis: the broker when that is Redis; on RabbitMQ RATINGS_EVENTS_REDIS_URL,
     # else an embedded Redis for the events only.
-    if not settings.database_url or not settings.broker_url or not settings.events_url:
+    database_url, broker_url, events_url = settings.database_url, settings.broker_url, settings.events_url
+    if not database_url or not broker_url or not events_url:
         state = settings.state_dir.resolve() / "demo"
         shutil.rmtree(state, ignore_errors=True)  # a fresh embedded state for every demo run
         console.print(f"starting embedded servers under {state}")
         embedded = EmbeddedServers.start(
-            state, postgres=not settings.database_url, redis_server=not settings.events_url
+            state, postgres=not database_url, redis_server=not events_url
         )
-    database_url = settings.database_url or embedded.database_url
-    broker_url = settings.broker_url or embedded.broker_url
-    events_url = settings.events_url or embedded.broker_url
+        database_url = database_url or embedded.database_url
+        broker_url = broker_url or embedded.broker_url
+        events_url = events_url or embedded.broker_url
     env = dict(os.environ, RATINGS_DATABASE_URL=database_url, RATINGS_BROKER_URL=broker_url,
                RATINGS_EVENTS_REDIS_URL=events_url)
     if settings.broker_is_rabbitmq:
@@ -153,8 +154,8 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
 
 def _last_entry_id(client: redis.Redis, stream: str) -> str:
     """Id of the stream's newest entry ("0-0" when there is none)."""
-    newest = client.xrevrange(stream, count=1)
-    return newest[0][0].decode() if newest else "0-0"
+    newest = stream_entries(client.xrevrange(stream, count=1))
+    return newest[0][0] if newest else "0-0"
 
 
 def _stream_events_by_ladder(client: redis.Redis, stream: str, after_id: str) -> dict[str, int]:
@@ -163,14 +164,14 @@ def _stream_events_by_ladder(client: redis.Redis, stream: str, after_id: str) ->
     counts: dict[str, int] = {}
     start = f"({after_id}"
     while True:
-        page = client.xrange(stream, min=start, count=10_000)
+        page = stream_entries(client.xrange(stream, min=start, count=10_000))
         if not page:
             return counts
         for _, fields in page:
             event = json.loads(fields[b"payload"])
             key = event["ladder"] if event.get("reason", "match") == "match" else event["reason"] + " events"
             counts[key] = counts.get(key, 0) + 1
-        start = "(" + page[-1][0].decode()
+        start = "(" + page[-1][0]
 
 
 def _save_metrics(procs: ServiceProcesses, folder) -> None:

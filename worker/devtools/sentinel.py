@@ -13,12 +13,27 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import redis
 
 from worker.devtools.runtime import _free_port, wait_until
 
 MASTER_NAME = "ratings"
+
+_Reply = TypeVar("_Reply")
+
+
+def _reply(value: _Reply | bool | None) -> _Reply:
+    """A Sentinel command's reply as read by a plain client of one Sentinel (:meth:`ReplicatedRedis.client`).
+
+    redis-py types these replies ``... | bool`` (the bool is what its ``Sentinel`` object returns
+    without ``return_responses``) and the primary's address ``... | None`` (a name no Sentinel
+    monitors); neither reaches a plain client asking about :data:`MASTER_NAME`. Raises
+    ``TypeError`` if one does (as indexing it would)."""
+    if value is None or isinstance(value, bool):
+        raise TypeError(f"unexpected Sentinel reply {value!r}")
+    return value
 
 
 def sentinel_binary() -> str | None:
@@ -79,7 +94,8 @@ class ReplicatedRedis:
             self.procs[port] = subprocess.Popen([sentinel_binary() or "redis-sentinel", str(conf)])
             self.sentinel_ports.append(port)
         wait_until(lambda: all(len(self.client(p).sentinel_slaves(MASTER_NAME)) == replicas
-                               and self.client(p).sentinel_master(MASTER_NAME)["num-other-sentinels"] == sentinels - 1
+                               and (_reply(self.client(p).sentinel_master(MASTER_NAME))["num-other-sentinels"]
+                                    == sentinels - 1)
                                for p in self.sentinel_ports),
                    "replicated Redis: Sentinels see every replica and each other")
         return self
@@ -129,7 +145,7 @@ class ReplicatedRedis:
         old, start = self.primary_port, time.monotonic()
 
         def promoted() -> bool:
-            named = {int(self.client(p).sentinel_get_master_addr_by_name(MASTER_NAME)[1])
+            named = {int(_reply(self.client(p).sentinel_get_master_addr_by_name(MASTER_NAME))[1])
                      for p in self.sentinel_ports}
             if len(named) != 1 or old in named:
                 return False

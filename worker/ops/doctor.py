@@ -57,6 +57,8 @@ def run_checks(
 ) -> list[Finding]:
     """Run every check; a check that cannot run (server down) is itself a failed finding."""
     findings: list[Finding] = []
+    if not settings.database_url:
+        return [Finding("database reachable", False, "RATINGS_DATABASE_URL is not set")]
     try:
         conn = connect(settings.database_url, autocommit=True, connect_timeout=5)
     except DatabaseError as exc:
@@ -132,6 +134,8 @@ def _broker_findings(settings: Settings, max_queue_depth: int | None) -> list[Fi
     if settings.broker_is_rabbitmq:
         return _rabbitmq_findings(settings, max_queue_depth) + _consumer_group_findings(settings)
     findings: list[Finding] = []
+    if not settings.broker_url:
+        return [Finding("broker reachable", False, "RATINGS_BROKER_URL is not set")]
     try:
         client = redis_client(settings.broker_url, socket_connect_timeout=5)
         queued, reserved = queue_depth(client, settings.queue)
@@ -172,12 +176,13 @@ def _rabbitmq_findings(settings: Settings, max_queue_depth: int | None) -> list[
 
 def _consumer_group_findings(settings: Settings) -> list[Finding]:
     """One finding per consumer group of the rating-changed stream (on the events Redis)."""
-    if not settings.events_url:
+    events_url = settings.events_url  # a property: bound once so the check below narrows it
+    if not events_url:
         return [Finding("event stream reachable", False,
                         "RATINGS_EVENTS_REDIS_URL is not set (required when the broker is RabbitMQ)")]
     findings: list[Finding] = []
     try:
-        client = redis_client(settings.events_url, socket_connect_timeout=5)
+        client = redis_client(events_url, socket_connect_timeout=5)
         groups = consumer_lag(client, settings.stream)
     except redis.RedisError as exc:
         setting = "RATINGS_EVENTS_REDIS_URL" if settings.events_redis_url else "RATINGS_BROKER_URL"

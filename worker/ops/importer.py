@@ -70,6 +70,7 @@ def read_rows(path: Path, sheet: str | None = None,
     or without BOM by default) or ``.xlsx`` file (the first sheet, or ``sheet``; read with openpyxl,
     the ``import`` extra). Empty rows are skipped. Raises :class:`LogFileError`."""
     suffix = path.suffix.lower()
+    rows: list[tuple[int, list[Any]]]  # a CSV's cells are text, a workbook's any cell value
     if suffix == ".csv":
         try:
             text = path.read_text(encoding=encoding)

@@ -144,7 +144,7 @@ class _Fold:
             yield seqs.popleft(), match, changes
 
 
-def history_row(seq: int, match: Match, change: RatingChange, ladder: str, standing: Standing,
+def history_row(seq: int, match: Match | FreeForAll, change: RatingChange, ladder: str, standing: Standing,
                  occurred_at: datetime, generation: int, version: str,
                  before: tuple[float | None, str | None] = (None, None)) -> tuple:
     """A ``rating_changes`` row of a rebuilt generation, in the column order of

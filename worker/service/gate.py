@@ -23,7 +23,7 @@ from kombu.exceptions import ContentDisallowed
 
 from worker import store as repository
 from worker.service import observability
-from worker.settings import get_settings
+from worker.settings import get_settings, required_url
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,8 @@ class RatingsConsumer(Consumer):
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(get_settings().database_url, autocommit=True, prepare_threshold=None)
+            self._conn = psycopg.connect(required_url(get_settings().database_url, "RATINGS_DATABASE_URL"),
+                                         autocommit=True, prepare_threshold=None)
         return self._conn
 
     def _dead_letter(self, message: Any, reason_code: str, detail: str) -> None:

@@ -29,7 +29,7 @@ from worker.service import observability
 from worker.service.environment import Backoff
 from worker.service.faults import FaultInjector
 from worker.service.heap import freeze_long_lived
-from worker.settings import Settings
+from worker.settings import Settings, required_url
 from worker.store.connection import Connection, DatabaseUnreachable, connect
 from worker.store.events import listen_outbox, try_relay_leadership
 from worker.store.outbox_lag import outbox_lag
@@ -65,20 +65,24 @@ def serve_relay_http(settings: Settings, policies: dict) -> observability.Heartb
 
     Liveness: a relay round (or a standby round) within ``3 x relay_idle_wait + 30`` seconds.
     Readiness: database and broker reachable, and the oldest unpublished event younger than
-    ``relay_max_lag`` seconds.
+    ``relay_max_lag`` seconds. Raises :class:`worker.settings.SettingNotSet` when the database or
+    the events Redis URL is unset.
     """
     heartbeat = observability.Heartbeat(max_age=3 * settings.relay_idle_wait + 30)
-    client = redis_client(settings.events_url, socket_connect_timeout=3, socket_timeout=3)
-    rabbitmq = (settings.broker_url, settings.broker_ca_file) if settings.broker_is_rabbitmq else None
+    database_url = required_url(settings.database_url, "RATINGS_DATABASE_URL")
+    client = redis_client(required_url(settings.events_url, "RATINGS_EVENTS_REDIS_URL"),
+                          socket_connect_timeout=3, socket_timeout=3)
+    rabbitmq = ((required_url(settings.broker_url, "RATINGS_BROKER_URL"), settings.broker_ca_file)
+                if settings.broker_is_rabbitmq else None)
     collector = observability.DatabaseCollector(
-        settings.database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()},
+        database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()},
         settings.queue, rabbitmq,
     )
 
     def ready() -> tuple[bool, dict]:
-        ok, details = observability.database_and_broker_reachable(settings.database_url, client)
+        ok, details = observability.database_and_broker_reachable(database_url, client)
         if ok:
-            with connect(settings.database_url, autocommit=True, connect_timeout=3) as conn:
+            with connect(database_url, autocommit=True, connect_timeout=3) as conn:
                 lag = outbox_lag(conn).oldest_seconds
             details["outbox_lag_seconds"] = round(float(lag), 1)
             ok = float(lag) <= settings.relay_max_lag
@@ -95,10 +99,11 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
               heartbeat: observability.Heartbeat | None = None) -> None:
     """Relay events until ``stop`` is set (forever if ``None``).
 
-    Transient PostgreSQL and Redis errors are retried with jittered backoff, reconnecting.
+    Transient PostgreSQL and Redis errors are retried with jittered backoff, reconnecting. Raises
+    :class:`worker.settings.SettingNotSet` when the events Redis URL is unset.
     """
     stop = stop or threading.Event()
-    client = redis_client(settings.events_url)
+    client = redis_client(required_url(settings.events_url, "RATINGS_EVENTS_REDIS_URL"))
     backoff = Backoff()
     freeze_long_lived("relay")  # its start-up objects out of the collector's full passes (worker.service.heap)
     while not stop.is_set():
@@ -123,7 +128,7 @@ def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
                 heartbeat: observability.Heartbeat, backoff: Backoff) -> None:
     # Session state (a session advisory lock for the leadership, LISTEN): a direct connection, not
     # PgBouncer in transaction mode (RATINGS_DIRECT_DATABASE_URL).
-    url = settings.session_database_url
+    url = required_url(settings.session_database_url, "RATINGS_DATABASE_URL")
     with connect(url, autocommit=True) as conn, connect(url, autocommit=True) as listen_conn:
         while not try_relay_leadership(conn):
             heartbeat.beat()

@@ -19,7 +19,7 @@ from worker.service import observability
 from worker.service.environment import BACKOFF, EnvironmentNotReady, backoff_cap
 from worker.service.heap import freeze_long_lived
 from worker.service.rating_service import TRANSIENT_ERRORS, RatingService
-from worker.settings import Settings, get_settings
+from worker.settings import Settings, get_settings, required_url
 from worker.store import AnnulmentBusy
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,8 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
     settings = _current_settings()
     # The Redis broker (on RabbitMQ the broker connection is the consumer's: `consuming` below).
     client = (None if settings.broker_is_rabbitmq
-              else redis_client(settings.broker_url, socket_connect_timeout=3, socket_timeout=3))
+              else redis_client(required_url(settings.broker_url, "RATINGS_BROKER_URL"),
+                                socket_connect_timeout=3, socket_timeout=3))
 
     def consuming() -> tuple[bool, dict]:
         running = consumer is not None and consumer.blueprint.state == bootsteps.RUN and consumer.connection is not None
@@ -111,9 +112,10 @@ def _serve_health_and_metrics(sender=None, **_: object) -> None:
     def ready() -> tuple[bool, dict]:
         from worker.store.schema import database_writable
 
-        ok, details = observability.database_and_broker_reachable(settings.database_url, client)
+        database_url = required_url(settings.database_url, "RATINGS_DATABASE_URL")
+        ok, details = observability.database_and_broker_reachable(database_url, client)
         if ok:  # reachable is not enough: migrated, writable (not a demoted primary), privileged
-            details["database_writes"] = database_writable(settings.database_url)
+            details["database_writes"] = database_writable(database_url)
             ok = details["database_writes"] == "ok"
         alive, more = consuming()
         if client is None:  # RabbitMQ: the consumer's own connection is the broker's check

@@ -281,7 +281,7 @@ class Channel(kombu_redis.Channel):
             keys = [self._k(keys[i]) for i in range(len(lists[0])) for keys in lists]
             self._poll_cmd = "BRPOP"
             self._in_poll = self.client.connection
-            self._brpop_sent_at = monotonic()
+            self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu's `= None` types it None
             self.client.connection.send_command("BRPOP", *keys, timeout or 0)
             return None
         if self._poll_not_before and monotonic() < self._poll_not_before:
@@ -291,7 +291,7 @@ class Channel(kombu_redis.Channel):
         inflight = self._inflight(queue)
         self._poll_keys = (queue, inflight)
         self._in_poll = self.client.connection
-        self._brpop_sent_at = monotonic()
+        self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu's `= None` types it None
         if self._poll_cmd != "EVALSHA":  # first look at every list of the queue, most urgent first
             self._poll_cmd = "EVALSHA"
             keys = [self._k(inflight)] + [self._k(k) for k in self._keys(queue)]
@@ -337,7 +337,7 @@ class Channel(kombu_redis.Channel):
                 self._take_more(queue)
             return True
         finally:
-            self._in_poll = None
+            self._in_poll = False  # not polling: kombu's own value (its class attribute and its reset)
             self._flush_brpop_reauth()
 
     def _deliver_moved(self, inflight: str, item: bytes, queue: str) -> None:
@@ -445,7 +445,7 @@ class Channel(kombu_redis.Channel):
             return self.client.parse_response(self.client.connection, self._poll_cmd or "BLMOVE")
         return super()._poll_error(type, **options)
 
-    def _get(self, queue):
+    def _get(self, queue):  # type: ignore[override]  # as kombu's redis Channel._get: no timeout
         inflight = self._inflight(queue)
         keys = [self._k(inflight)] + [self._k(k) for k in self._keys(queue)]
         item = self._scripts().take_first(keys=keys)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import psycopg.errors
@@ -31,6 +32,16 @@ def raise_if_connection_lost(conn: psycopg.Connection, exc: psycopg.Error) -> No
     ``conn`` is broken (the connection, not the data, failed); else return."""
     if not isinstance(exc, TRANSIENT_DATABASE_ERRORS) and conn.broken:
         raise ConnectionLost(f"connection lost ({type(exc).__name__}: {str(exc).strip()})") from exc
+
+
+def scalar(cursor: psycopg.Cursor[Any]) -> Any:
+    """The first column of the first row of ``cursor``'s result, for a statement that always returns
+    one row (an aggregate, a function call, ``INSERT ... RETURNING`` of one row). Raises
+    ``LookupError`` when it returned none (psycopg types every ``fetchone()`` as optional)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise LookupError("the statement returned no row")
+    return row[0]
 
 
 NotMigrated = psycopg.errors.UndefinedTable

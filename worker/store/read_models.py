@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from worker.store.connection import scalar
 from worker.store.ladders import DEFAULT_ORDER, ladder_record
 
 LEDGER_ORDER = {
@@ -145,7 +146,7 @@ def iter_ledger(conn: psycopg.Connection, ladder: str, batch_size: int = 5000) -
 
 def ledger_size(conn: psycopg.Connection, ladder: str) -> int:
     """Number of matches in the ladder's ledger (in the caller's snapshot)."""
-    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s", (ladder,)).fetchone()[0]
+    return scalar(conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s", (ladder,)))
 
 
 def stored_standings(conn: psycopg.Connection, ladder: str) -> dict[str, tuple[float, int]]:

@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from worker.store.connection import scalar
 from worker.store.events import OUTBOX_CHANNEL, rating_changed_json
 from worker.store.ladders import LADDER_LOCK_CLASS, LadderRecord
 
@@ -27,7 +28,7 @@ REBUILD_HISTORY_COPY = (
 
 def try_rebuild_lock(conn: psycopg.Connection, ladder: str) -> bool:
     """Take the ladder's rebuild lock for this session; False when another session holds it."""
-    return conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (REBUILD_LOCK_CLASS, ladder)).fetchone()[0]
+    return scalar(conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (REBUILD_LOCK_CLASS, ladder)))
 
 
 def lock_ladder_exclusively(conn: psycopg.Connection, ladder: str) -> None:
@@ -51,13 +52,13 @@ def start_rebuild(conn: psycopg.Connection, ladder: str, requested_by: str, orde
             WHERE ladder = %s AND status IN ('running', 'switched')""",
         (ladder,),
     )
-    return conn.execute(
+    return scalar(conn.execute(
         """INSERT INTO rebuilds (ladder, requested_by, apply_order, policy_version, previous_policy_version,
                                  previous_generation)
            VALUES (%s, %s, %s, %s, %s, %s) RETURNING id""",
         (ladder, requested_by, order, policy_version, previous.policy_version if previous else None,
          previous.generation if previous else 0),
-    ).fetchone()[0]
+    ))
 
 
 def fail_rebuild(conn: psycopg.Connection, rebuild_id: int, error: str) -> None:
@@ -71,13 +72,13 @@ def fail_rebuild(conn: psycopg.Connection, rebuild_id: int, error: str) -> None:
 
 def ledger_last_seq(conn: psycopg.Connection, ladder: str) -> int:
     """The highest ``seq`` of the ladder's ledger (0 when empty): one index probe."""
-    return conn.execute("SELECT coalesce(max(seq), 0) FROM ledger WHERE ladder = %s", (ladder,)).fetchone()[0]
+    return scalar(conn.execute("SELECT coalesce(max(seq), 0) FROM ledger WHERE ladder = %s", (ladder,)))
 
 
 def ledger_count(conn: psycopg.Connection, ladder: str, up_to_seq: int) -> int:
     """How many rows of the ladder's ledger have ``seq <= up_to_seq``."""
-    return conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s AND NOT annulled",
-                        (ladder, up_to_seq)).fetchone()[0]
+    return scalar(conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s AND seq <= %s AND NOT annulled",
+                               (ladder, up_to_seq)))
 
 
 def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int,

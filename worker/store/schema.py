@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import psycopg
 import psycopg.errors
 
+from worker.store.connection import scalar
 from worker.store.migrate import MIGRATIONS_DIR
 
 ENVIRONMENT_DATABASE_ERRORS: tuple[type[Exception], ...] = (
@@ -100,7 +101,7 @@ class SchemaStatus:
 
 def schema_status(conn: psycopg.Connection) -> SchemaStatus:
     """Read the applied migration ids (none when yoyo's table does not exist). ``conn`` in autocommit."""
-    exists = conn.execute("SELECT to_regclass('_yoyo_migration') IS NOT NULL").fetchone()[0]
+    exists = scalar(conn.execute("SELECT to_regclass('_yoyo_migration') IS NOT NULL"))
     applied: tuple[str, ...] = ()
     if exists:
         applied = tuple(sorted(r[0] for r in conn.execute("SELECT migration_id FROM _yoyo_migration")))
@@ -123,7 +124,7 @@ def write_readiness(conn: psycopg.Connection) -> str | None:
         return "schema_newer"
     if status.missing:
         return "not_migrated"
-    if not conn.execute("SELECT has_table_privilege('ledger', 'INSERT')").fetchone()[0]:
+    if not scalar(conn.execute("SELECT has_table_privilege('ledger', 'INSERT')")):
         return "no_privilege"
     return None
 

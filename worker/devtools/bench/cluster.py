@@ -20,6 +20,7 @@ from worker.devtools.bench.common import NOOP_TASK, RATING_TASK, SessionLoop, la
 from worker.devtools.bench.cpu import CpuMeter, Snapshot, per_match
 from worker.devtools.bench.publishers import Published, encode_all, publish
 from worker.devtools.runtime import ServiceProcesses
+from worker.redis_url import stream_entries
 from worker.settings import get_settings
 from worker.store import bench_data
 from worker.store.connection import connect
@@ -357,15 +358,15 @@ class Cluster:
         on_stream: dict[str, float] = {}
         start = "-"
         while True:
-            page = self.redis.xrange(self.stream, min=start, count=10_000)
+            page = stream_entries(self.redis.xrange(self.stream, min=start, count=10_000))
             if not page:
                 break
             for entry_id, fields in page:
-                at = int(entry_id.split(b"-")[0]) / 1000
+                at = int(entry_id.split("-")[0]) / 1000
                 match_id = json.loads(fields[b"payload"])["match_id"]
                 if at > on_stream.get(match_id, 0.0):
                     on_stream[match_id] = at
-            start = "(" + page[-1][0].decode()
+            start = "(" + page[-1][0]
         first = clock
         last_event = max(on_stream.values())
         last_commit = max(committed.values())

@@ -45,7 +45,7 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
     sedma_mixed = [to_engine_match(m.model_dump(mode="json"))
                    for m in generate_sedma_matches(sedma_count, players=1000, seed=config.seed + 1, team_share=0.3)]
     standing = {p.player_id: 1200.0 + (i % 400) for i, m in enumerate(classic[:2000]) for p in m.side_a + m.side_b}
-    sedma_standing = {p.player_id: 1000.0 + (i % 900) for i, m in enumerate(sedma_1v1) for p in m.side_a + m.side_b}
+    sedma_standing = {pid: 1000.0 + (i % 900) for i, m in enumerate(sedma_1v1) for pid in m.player_ids()}
 
     def rate_all(matches, ratings, policy):
         def run():

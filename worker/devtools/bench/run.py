@@ -171,7 +171,7 @@ def run_bench(config: BenchConfig) -> int:
             if config.producer_matches:
                 results["producers"] = producer_bench(config, broker_url, rabbitmq_url)
     finally:
-        if dbname is not None:
+        if dbname is not None and admin is not None:  # admin: set before the database is named
             try:
                 with connect(admin, autocommit=True) as conn:
                     bench_data.drop_database(conn, dbname)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from engine import BandedK, ConstantK, Match, RatingChange, RatingPolicy
+from engine import BandedK, ConstantK, FreeForAll, Match, RatingChange, RatingPolicy
 from engine.k_factor import FideK, ProvisionalK
 from engine.replay import Standing, replay_changes
 from worker.ops.evaluate.metrics import (
@@ -26,9 +26,10 @@ from worker.ops.evaluate.metrics import (
 
 
 class HistoryItem(NamedTuple):
-    """One match of a history and when it finished (timezone-aware, or ``None`` when unknown)."""
+    """One match of a history (two sides, or a free-for-all) and when it finished (timezone-aware,
+    or ``None`` when unknown)."""
 
-    match: Match
+    match: Match | FreeForAll
     finished_at: datetime | None
 
 
@@ -75,7 +76,8 @@ class PlayerPoint:
 class PolicyReport:
     """Every figure of one policy over one history (see the module docstring; ratings in rating points).
 
-    Prediction figures cover the ``scored`` matches after the burn-in: ``log_loss`` in nats,
+    Prediction figures cover the ``scored`` matches after the burn-in (two-sided ones: a
+    free-for-all moves the ratings but has no side A to score): ``log_loss`` in nats,
     ``brier`` in [0, 1], ``accuracy`` over the ``decisive`` ones among them (``no_favourite`` of which
     had E = ½ and counted half). ``floor_hits``/``cap_hits`` count matches (of all ``matches``) in
     which at least one player's rating hit the floor / had the expected score capped.
@@ -214,13 +216,14 @@ class PolicyEvaluation:
         self._last_finished: datetime | None = None
 
     def observe(self, item: HistoryItem) -> None:
-        """Rate ``item``'s match under the policy (updating :attr:`standings`) and count its figures."""
+        """Rate ``item``'s match under the policy (updating :attr:`standings`) and count its figures
+        (the prediction figures of a two-sided match only)."""
         report = self._report
         match = item.match
         _, changes = next(replay_changes((match,), self.policy, self.standings))
         report.matches += 1
         self._last_finished = item.finished_at
-        if report.matches > self.skip_first:
+        if report.matches > self.skip_first and isinstance(match, Match):
             self._score(match, changes)
         floor_hit = capped = False
         ratings = self._ratings

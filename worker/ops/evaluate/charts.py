@@ -70,7 +70,8 @@ def _player_axes(ax, report: EvaluationReport) -> None:
     dated = all(pt.finished_at for p in report.policies for pt in p.player_series)
     player = report.policies[0].player
     for p in report.policies:
-        xs = [datetime.fromisoformat(pt.finished_at) if dated else pt.match_number for pt in p.player_series]
+        xs = [datetime.fromisoformat(pt.finished_at) if dated and pt.finished_at else pt.match_number
+              for pt in p.player_series]
         ax.plot(xs, [pt.rating_after for pt in p.player_series], label=_legend(p), linewidth=1.0)
     initials = {p.initial_rating for p in report.policies}
     if len(initials) == 1:
