@@ -6,6 +6,7 @@ the log: the stored ratings equal an independent chronological replay of the fin
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -244,3 +245,35 @@ def test_a_workbook_whose_dimension_understates_its_rows_is_imported_whole(clean
     assert done.returncode == 0 and "added 8" in done.stdout, done.stdout + done.stderr
     counts = clean.wait_drained(8, timeout=60)
     assert (counts.applied, counts.dead_letters) == (8, 0)
+
+
+def test_a_ladder_that_counted_a_log_twice_under_row_number_ids_is_repaired(clean, publisher, tmp_path):
+    """The damage the row-number ids did, rebuilt by publishing what they published: the six-match
+    log (ids ``import-liga-r<row>-<hex>``, finished_at = date + row seconds), then the log with a
+    match inserted as row 2 (every row renumbered: seven more ids). 13 ledger rows. Importing the
+    final log once with --annul-removed leaves seven live matches, games ana 4, bea 3, cai 3, dan 4,
+    and the ratings of the replay of the final log."""
+    import hashlib
+
+    outcome = {"A": "side_a_won", "B": "side_b_won", "E": "draw"}
+    final = ["ana,dan,A", *LOG]
+    for rows in (LOG, final):
+        for n, line in enumerate(rows, start=2):
+            a, b, result = line.split(",")
+            digest = hashlib.sha256(f"{n}:{line}".encode()).hexdigest()[:12]
+            publisher({"schema_version": 1, "match_id": f"import-liga-r{n}-{digest}", "ladder": "elo",
+                       "finished_at": f"2026-03-01T00:00:{n:02d}Z", "side_a": {"players": [{"player_id": a}]},
+                       "side_b": {"players": [{"player_id": b}]}, "outcome": outcome[result]})
+    clean.wait_drained(13, timeout=60)
+    assert {pid: g for (_, pid), (_, g) in standings(clean).items()} == {"ana": 7, "bea": 6, "cai": 6, "dan": 7}
+    log = tmp_path / "liga.csv"
+    write_log(log, final)
+    done = run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01", "--annul-removed")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "annulled 6 (removed from the log)" in done.stdout
+    added, changed = (int(x) for x in re.search(r"added (\d+), changed (\d+)", done.stdout).groups())
+    clean.wait_drained(13 + added + changed, timeout=60)
+    with clean.connect() as conn:
+        assert conn.execute("SELECT count(*) FROM ledger WHERE NOT annulled").fetchone()[0] == 7
+    assert {pid: g for (_, pid), (_, g) in standings(clean).items()} == {"ana": 4, "bea": 3, "cai": 3, "dan": 4}
+    assert standings(clean) == replay_of(final, date(2026, 3, 1))
