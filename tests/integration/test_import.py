@@ -277,3 +277,18 @@ def test_a_ladder_that_counted_a_log_twice_under_row_number_ids_is_repaired(clea
         assert conn.execute("SELECT count(*) FROM ledger WHERE NOT annulled").fetchone()[0] == 7
     assert {pid: g for (_, pid), (_, g) in standings(clean).items()} == {"ana": 4, "bea": 3, "cai": 3, "dan": 4}
     assert standings(clean) == replay_of(final, date(2026, 3, 1))
+
+
+def test_with_the_broker_down_nothing_is_annulled(clean, tmp_path):
+    """A changed row while the broker cannot be reached: the import exits 2 before annulling the
+    stored match, so the ladder keeps the old result rather than losing the match."""
+    log = tmp_path / "liga.csv"
+    write_log(log, LOG)
+    assert run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01").returncode == 0
+    clean.wait_drained(6, timeout=60)
+    write_log(log, LOG[:3] + ["bea,dan,A"] + LOG[4:])
+    done = subprocess.run([sys.executable, "-m", "worker", "import", "--file", str(log), "--ladder", "elo",
+                           "--date", "2026-03-01"], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, COLUMNS="200", RATINGS_BROKER_URL="redis://127.0.0.1:1/0"))
+    assert done.returncode == 2 and "unreachable" in done.stderr, done.stdout + done.stderr
+    assert ledger(clean) == (6, 0, 0)

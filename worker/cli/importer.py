@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from worker.settings import get_settings
 
@@ -74,9 +75,36 @@ def _annul(plan: Reconciliation, log_name: str, annul_removed: bool, url: str) -
             try:
                 result = annul_matches(conn, [i for i in ids if i], reason, who_asks(None), ladders)
             except AnnulmentRefused as exc:
-                err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}; nothing published")
+                err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}; nothing published "
+                          "(import again once it can run)")
                 raise typer.Exit(EXIT_REFUSED_FILE) from exc
             annulled += sum(1 for m in result.annulled if m in removed)
+    return annulled
+
+
+def _apply(plan: Reconciliation, log_name: str, annul_removed: bool, url: str) -> int:
+    """Annul, then publish the reconciliation's matches in replay order; return how many removed
+    matches were annulled. The broker is checked before anything is annulled."""
+    from worker.cli.common import cli_producer_app
+    from worker.producer import BrokerUnavailable, publish_match
+
+    if not plan.changes:
+        return _annul(plan, log_name, annul_removed, url)
+    app = cli_producer_app()
+    published = 0
+    try:
+        with app.producer_or_acquire() as producer:
+            # a broker that cannot take the new results must stop the import before the old ones go
+            producer.connection.ensure_connection(max_retries=2)
+            annulled = _annul(plan, log_name, annul_removed, url)
+            for change in plan.changes:
+                publish_match(app, change.match, queue=get_settings().queue, producer=producer)
+                published += 1
+    except BrokerUnavailable:
+        # the annulments are made: the next import finds those rows missing and publishes them
+        err.print(f"published {published} of {len(plan.changes)} match(es) before the broker failed; "
+                  "import the log again once it is back (it publishes what is still missing)")
+        raise
     return annulled
 
 
@@ -103,10 +131,9 @@ def import_log(
     old match and is rated anew, matches no longer in the log are annulled only with
     --annul-removed. Exit 0: the ladder equals the log; 1: rows refused; 2: the file or an option
     refused; 3: matches removed from the log stay rated."""
-    from worker.cli.common import cli_producer_app, require_database_url
+    from worker.cli.common import require_database_url
     from worker.cli.common import require_known_ladder as _known_ladder
     from worker.ops.importer import Columns, LogFileError, check_log_name, id_prefix, read_log, reconcile
-    from worker.producer import publish_match
     from worker.store.connection import connect
     from worker.store.import_log import log_matches
 
@@ -122,7 +149,7 @@ def import_log(
         log = read_log(file, Columns(player_a_column, player_b_column, result_column, date_column), when, sheet,
                        encoding)
     except LogFileError as exc:
-        err.print(f"[red]{exc}[/red]", markup=True)
+        err.print(f"[red]{escape(str(exc))}[/red]", markup=True)
         raise typer.Exit(EXIT_REFUSED_FILE) from None
     url = require_database_url()
     with connect(url) as conn:
@@ -133,12 +160,7 @@ def import_log(
     proceed = not plan.errors or good_rows_only
     _report(plan, dry_run or not proceed, annul_removed)
     if proceed and not dry_run:
-        annulled = _annul(plan, name, annul_removed, url)
-        settings = get_settings()
-        app = cli_producer_app()
-        with app.producer_or_acquire() as producer:
-            for change in plan.changes:
-                publish_match(app, change.match, queue=settings.queue, producer=producer)
+        annulled = _apply(plan, name, annul_removed, url)
     else:
         annulled = len(plan.removed) if annul_removed and not plan.errors else 0
     verb = "would be " if dry_run or not proceed else ""
