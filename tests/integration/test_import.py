@@ -292,3 +292,24 @@ def test_with_the_broker_down_nothing_is_annulled(clean, tmp_path):
                           env=dict(os.environ, COLUMNS="200", RATINGS_BROKER_URL="redis://127.0.0.1:1/0"))
     assert done.returncode == 2 and "unreachable" in done.stderr, done.stdout + done.stderr
     assert ledger(clean) == (6, 0, 0)
+
+
+def test_a_ladder_in_arrival_order_refuses_an_insertion_it_could_not_place(clean, tmp_path):
+    """After `ratings rebuild --order applied`, a forgotten match inserted at the top would be rated
+    after the others: refused (exit 2, arrival_order), nothing published; a row appended at the
+    end is still imported."""
+    log = tmp_path / "liga.csv"
+    write_log(log, LOG)
+    assert run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01").returncode == 0
+    clean.wait_drained(6, timeout=60)
+    rebuilt = subprocess.run([sys.executable, "-m", "worker", "rebuild", "--ladder", "elo", "--order", "applied"],
+                             env=dict(os.environ, COLUMNS="200"), capture_output=True, text=True, timeout=120)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    write_log(log, ["ana,dan,A", *LOG])
+    refused = run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01")
+    assert refused.returncode == 2 and "arrival_order" in refused.stderr, refused.stdout + refused.stderr
+    assert ledger(clean) == (6, 0, 0)
+    write_log(log, [*LOG, "ana,dan,A"])
+    appended = run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01")
+    assert appended.returncode == 0 and "added 1" in appended.stdout, appended.stdout + appended.stderr
+    clean.wait_drained(7, timeout=60)

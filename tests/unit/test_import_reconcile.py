@@ -267,3 +267,15 @@ def test_the_match_id_depends_on_the_ladder_and_the_rows_place():
     key = (DAY, ("ana", "bea"), 1)
     assert base_match_id("liga", "elo", key) != base_match_id("liga", "sedma", key)
     assert base_match_id("liga", "elo", key) != base_match_id("liga", "elo", (DAY, ("ana", "bea"), 2))
+
+
+def test_a_row_with_no_room_between_its_neighbours_is_refused(tmp_path):
+    """Stored rows one microsecond apart: a row inserted between them cannot be placed (cannot_place)."""
+    plan = first_import(tmp_path, LOG[:2])
+    first, second = stored_from(plan.changes)
+    squeezed = [first, StoredLogMatch(second.match_id, {**second.payload, "finished_at": "2026-03-01T00:00:01.000001Z"},
+                                      first.order_at + timedelta(microseconds=1), False)]
+    again = reconcile(read_log(write_csv(tmp_path / "liga.csv", [LOG[0], "ana,dan,A", LOG[1]]), default_date=DAY),
+                      squeezed, "elo", "liga")
+    assert [(e.row, e.reason_code) for e in again.errors] == [(3, "cannot_place")]
+    assert again.changes == [] and again.unchanged == 2

@@ -133,9 +133,18 @@ def import_log(
     refused; 3: matches removed from the log stay rated."""
     from worker.cli.common import require_database_url
     from worker.cli.common import require_known_ladder as _known_ladder
-    from worker.ops.importer import Columns, LogFileError, check_log_name, id_prefix, read_log, reconcile
+    from worker.ops.importer import (
+        Columns,
+        LogFileError,
+        check_log_name,
+        id_prefix,
+        needs_chronological_order,
+        read_log,
+        reconcile,
+    )
     from worker.store.connection import connect
     from worker.store.import_log import log_matches
+    from worker.store.ladders import ladder_record
 
     _known_ladder(ladder)
     try:
@@ -154,7 +163,14 @@ def import_log(
     url = require_database_url()
     with connect(url) as conn:
         stored = log_matches(conn, ladder, id_prefix(name))
+        record = ladder_record(conn, ladder)
     plan = reconcile(log, stored, ladder, name)
+    if record is not None and record.apply_order == "applied" and needs_chronological_order(plan, stored,
+                                                                                             annul_removed):
+        err.print(f"[red]refused[/red] (arrival_order): ladder {ladder!r} is rated in arrival order, so a row "
+                  f"added before others or an edited row cannot be rated in its place; run `ratings rebuild "
+                  f"--ladder {ladder} --order finished-at` first (nothing published)")
+        raise typer.Exit(EXIT_REFUSED_FILE)
     for error in plan.errors:
         err.print(f"row {error.row}: {error.reason_code}: {error.detail} {error.cells or ''}".rstrip(), markup=False)
     proceed = not plan.errors or good_rows_only

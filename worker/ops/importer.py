@@ -575,6 +575,14 @@ def reconcile(log: LogFile, stored: Sequence[StoredLogMatch], ladder: str, log_n
     return Reconciliation(changes, matching.removed, unchanged, matching.held, errors)
 
 
+def needs_chronological_order(plan: Reconciliation, stored: Sequence[StoredLogMatch], annul_removed: bool) -> bool:
+    """True when carrying ``plan`` out needs a chronologically ordered ladder: it replaces or annuls
+    a stored match, or adds one before a live stored match of the log. A ladder rated in arrival
+    order would rate such a match at the end (and refuses annulments)."""
+    last = max((s.order_at for s in stored if not s.annulled), default=None)
+    return (any(c.replaces for c in plan.changes) or (annul_removed and bool(plan.removed))
+            or (last is not None and any(c.match.finished_at < last for c in plan.changes)))
+
 def describe(row: LogRow) -> str:
     """``<date> <player A> v <player B> <result>`` of a row, for the import's report."""
     return f"{row.day.isoformat()} {row.player_a} v {row.player_b} {row.result}"
@@ -593,6 +601,6 @@ def describe_stored(stored: StoredLogMatch) -> str:
 
 __all__ = [
     "Change", "Columns", "InvalidMessage", "LogFile", "LogFileError", "LogRow", "Reconciliation", "RowError",
-    "base_match_id", "check_log_name", "describe", "describe_stored", "id_prefix", "read_log", "read_rows",
-    "reconcile",
+    "base_match_id", "check_log_name", "describe", "describe_stored", "id_prefix", "needs_chronological_order",
+    "read_log", "read_rows", "reconcile",
 ]
