@@ -134,8 +134,8 @@ def _csv_rows(path: Path, encoding: str) -> list[tuple[int, list[Any]]]:
         for number, cells in enumerate(reader, start=1):
             rows.append((number, cells))
     except csv.Error as exc:
-        raise LogFileError(f"{path.name}, line {reader.line_num}: {exc} (a quote left open or a stray quote "
-                           "after a quoted cell); fix the line: no row of the log was read") from exc
+        raise LogFileError(f"{path.name}, line {reader.line_num}: {exc} (e.g. a quote left open, a stray quote "
+                           "after a quoted cell, a NUL byte); fix the line: no row of the log was read") from exc
     return rows
 
 
@@ -543,8 +543,9 @@ def reconcile(log: LogFile, stored: Sequence[StoredLogMatch], ladder: str, log_n
             group = [matching.rows[i] for i in by_day[day]]
             times = _place(group, ranks, after, before)
             if times is None:
-                errors.extend(RowError(r.row, "cannot_place", "no room left between the stored matches around it; "
-                                       "run `ratings rebuild` or import the log under a new --log-name", day=r.day,
+                errors.extend(RowError(r.row, "cannot_place", "no room left (a microsecond) between the stored "
+                                       "matches around it: delete the rows just above and below it, import with "
+                                       "--annul-removed, then put them back and import again", day=r.day,
                                        players=r.players) for r in group)
                 continue
             for i, at in zip(by_day[day], times):
