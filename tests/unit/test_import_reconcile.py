@@ -279,3 +279,18 @@ def test_a_row_with_no_room_between_its_neighbours_is_refused(tmp_path):
                       squeezed, "elo", "liga")
     assert [(e.row, e.reason_code) for e in again.errors] == [(3, "cannot_place")]
     assert again.changes == [] and again.unchanged == 2
+
+
+def test_a_row_whose_date_is_edited_is_another_match(tmp_path):
+    """The identity holds the date: a row moved from 2026-03-01 to 2026-03-02 is one match removed
+    from the log and one added (on its new date, at 00:00:01)."""
+    path = tmp_path / "copa.csv"
+    path.write_text("Player A,Player B,Result,Date\nana,bea,A,2026-03-01\ncai,dan,B,2026-03-01\n", encoding="utf-8")
+    plan = reconcile(read_log(path), [], "elo", "copa")
+    path.write_text("Player A,Player B,Result,Date\nana,bea,A,2026-03-01\ncai,dan,B,2026-03-02\n", encoding="utf-8")
+    again = reconcile(read_log(path), stored_from(plan.changes), "elo", "copa")
+    assert [s.match_id for s in again.removed] == [plan.changes[1].match.match_id]
+    [change] = again.changes
+    assert (change.kind, change.replaces) == ("added", None)
+    assert change.match.finished_at == datetime(2026, 3, 2, 0, 0, 1, tzinfo=UTC)
+    assert again.unchanged == 1
