@@ -1,33 +1,55 @@
-"""``ratings import``: an organiser's match log (CSV or Excel workbook) turned into match messages.
+"""``ratings import``: an organiser's match log (CSV or Excel workbook) reconciled with its ladder.
 
 The community-tournament seed keeps one row per match: player A, player B, the result as ``A``
-(A won), ``B`` (B won) or ``E`` (empate, a draw), and sometimes a date. :func:`plan_import` reads
-the whole file and checks every row before anything is published: each good row becomes a
-:class:`schemas.MatchFinished`, each bad row a :class:`RowError` with its row number (as the
-spreadsheet shows it: the header is row 1) and a reason code.
+(A won), ``B`` (B won) or ``E`` (empate, a draw), and sometimes a date. The log is the source of
+truth: :func:`read_log` reads every row of the file (or refuses the file) and checks each one;
+:func:`reconcile` compares the good rows with what the ladder's ledger holds of the log and says
+what makes the ladder equal the log: rows to add (rated in their place), rows whose result changed
+or that moved (their stored match annulled, the new one rated in its place), stored matches no
+longer in the log (annulled only when the organiser asks), and the rest unchanged.
 
-Idempotency: a row's ``match_id`` is derived from the log's name, the row number and the row's
-content (:func:`match_id`), and its ``finished_at`` from the row's date (or the last date above it,
-or ``default_date``) plus the row number in seconds, so rows keep their file order within a day.
-Importing the same log again, or the log with rows added at the end, publishes the same messages
-for the old rows: the worker counts them as duplicates and rates each match once. A row edited in
-place gets a new id (so does every row below an inserted row): logs are append-only.
+A row's identity (see the README, "Organisers are producers too"): the log's name, the row's date
+(its own, the last one above it, or the import's default date) and the unordered pair of players.
+When several rows share a date and players, they are paired with the stored matches of that date
+and players as a line diff pairs lines: equal results in order first, the rest in order as edited
+results. So a row survives edits of its result and rows added or removed elsewhere in the file; a
+row whose date or player changed is another match (the old one is removed from the log, the new
+one added). A stored match's date, players and result are read from its payload, so matches
+imported under any earlier id scheme are recognised too.
+
+Order: a ladder replays its matches by ``finished_at``. A new row's ``finished_at`` is its date
+plus its rank among the log's rows of that date in seconds when that lies between the stored
+neighbours it must follow and precede; otherwise the rows are spread evenly in that interval
+(within their date): rows keep the file's order within a date, and dates order the rows.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
+import re
+import zipfile
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
 from schemas import InvalidMessage, MatchFinished, parse_match_finished
+from schemas._types import is_valid_id
+from worker.store.import_log import StoredLogMatch
 
 RESULTS = {"A": "side_a_won", "B": "side_b_won", "E": "draw"}
 """The seed's result letters: A won, B won, E (empate) a draw."""
+
+LOG_NAME_MAX_LENGTH = 96
+"""Longest log name: ``import-<name>-k<16 hex>.<revision>`` stays within a match id's 128 characters."""
+
+ONE_DAY = timedelta(days=1)
+MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -41,58 +63,130 @@ class Columns:
     date: str = "Date"
 
 
+Key = tuple[date, tuple[str, str], int]
+"""A row's place in a log: (date, the two players sorted by code point, rank among the rows with
+the same date and players, from 1); a new match's id is made from it."""
+
+
 @dataclass(frozen=True)
 class RowError:
     """One row that cannot be imported: ``row`` (spreadsheet numbering, header = 1), a
-    ``reason_code``, a ``detail`` saying what to change, and the row's raw cells."""
+    ``reason_code``, a ``detail`` saying what to change, and the row's raw cells. ``day`` and
+    ``players`` are set when the row names both players and has a date: the refused row still holds
+    its identity, so its stored match is kept and the rows after it keep theirs."""
 
     row: int
     reason_code: str
     detail: str
     cells: dict[str, Any] = field(default_factory=dict)
+    day: date | None = None
+    players: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
-class ImportPlan:
-    """What an import would publish: ``matches`` as (row number, match), and the ``errors``."""
+class LogRow:
+    """One good row: ``row`` number, its ``day``, the players as written (A, B), ``result`` (A, B or E)."""
 
-    matches: list[tuple[int, MatchFinished]]
+    row: int
+    day: date
+    player_a: str
+    player_b: str
+    result: str
+
+    @property
+    def players(self) -> tuple[str, str]:
+        """The two players sorted by code point (the identity ignores which column each is in)."""
+        return (self.player_a, self.player_b) if self.player_a.encode() <= self.player_b.encode() \
+            else (self.player_b, self.player_a)
+
+    @property
+    def winner(self) -> str | None:
+        """The winner's player id, or ``None`` for a draw."""
+        return {"A": self.player_a, "B": self.player_b}.get(self.result)
+
+
+@dataclass(frozen=True)
+class LogFile:
+    """Every data row of a log: the good ``rows`` and the refused ones (``errors``), each in file order."""
+
+    rows: list[LogRow]
     errors: list[RowError]
 
 
 class LogFileError(ValueError):
-    """The file as a whole cannot be read as a match log (format, header); the message says why."""
+    """The file as a whole cannot be read as a match log (format, header, a row the reader cannot
+    delimit, more sheets than one without ``sheet``); the message says why and what to do."""
 
 
-def read_rows(path: Path, sheet: str | None = None,
-              encoding: str = "utf-8-sig") -> tuple[list[str], list[tuple[int, list[Any]]]]:
-    """(header, [(row number, cells)]) of a ``.csv`` (delimiter ``,`` or ``;`` sniffed; UTF-8 with
-    or without BOM by default) or ``.xlsx`` file (the first sheet, or ``sheet``; read with openpyxl,
-    the ``import`` extra). Empty rows are skipped. Raises :class:`LogFileError`."""
-    suffix = path.suffix.lower()
-    rows: list[tuple[int, list[Any]]]  # a CSV's cells are text, a workbook's any cell value
-    if suffix == ".csv":
-        try:
-            text = path.read_text(encoding=encoding)
-        except UnicodeDecodeError as exc:
-            raise LogFileError(f"{path.name} is not {encoding} text ({exc}); pass --encoding (e.g. cp1252)") from exc
-        try:
-            dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
-        except csv.Error:
-            dialect = csv.excel
-        rows = [(n, cells) for n, cells in enumerate(csv.reader(text.splitlines(), dialect), start=1)]
-    elif suffix in (".xlsx", ".xlsm"):
-        try:
-            import openpyxl
-        except ImportError as exc:
-            raise LogFileError("reading workbooks needs openpyxl: pip install 'match-rating-worker[import]'") from exc
+def _csv_rows(path: Path, encoding: str) -> list[tuple[int, list[Any]]]:
+    try:
+        text = path.read_text(encoding=encoding)
+    except UnicodeDecodeError as exc:
+        raise LogFileError(f"{path.name} is not {encoding} text ({exc}); pass --encoding (e.g. cp1252)") from exc
+    try:
+        dialect: Any = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
+    except csv.Error:
+        dialect = csv.excel
+    # strict: a quote left open would otherwise swallow every line after it into one cell
+    reader = csv.reader(io.StringIO(text, newline=""), dialect, strict=True)
+    rows: list[tuple[int, list[Any]]] = []
+    try:
+        for number, cells in enumerate(reader, start=1):
+            rows.append((number, cells))
+    except csv.Error as exc:
+        raise LogFileError(f"{path.name}, line {reader.line_num}: {exc} (e.g. a quote left open, a stray quote "
+                           "after a quoted cell, a NUL byte); fix the line: no row of the log was read") from exc
+    return rows
+
+
+def _sheet_has_data(ws: Any) -> bool:
+    return any(any(c not in (None, "") for c in cells)
+               for cells in ws.iter_rows(min_row=1, min_col=1, values_only=True))
+
+
+def _workbook_rows(path: Path, sheet: str | None) -> list[tuple[int, list[Any]]]:
+    try:
+        import openpyxl
+    except ImportError as exc:
+        raise LogFileError("reading workbooks needs openpyxl: pip install 'match-rating-worker[import]'") from exc
+    try:
         workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+        raise LogFileError(f"{path.name} is not a readable .xlsx workbook ({exc})") from exc
+    try:
         try:
             ws = workbook[sheet] if sheet else workbook.worksheets[0]
         except KeyError as exc:
             raise LogFileError(f"no sheet {sheet!r} in {path.name}; sheets: {', '.join(workbook.sheetnames)}") from exc
-        rows = [(n, list(cells)) for n, cells in enumerate(ws.iter_rows(values_only=True), start=1)]
+        for other in workbook.worksheets:
+            other.reset_dimensions()  # the <dimension> a writer declared may be smaller than the sheet
+        if sheet is None:
+            with_data = [w.title for w in workbook.worksheets if w is not ws and _sheet_has_data(w)]
+            if with_data:
+                raise LogFileError(f"{path.name} has more sheets with data than the first ({', '.join(with_data)}): "
+                                   "name the one holding the log with --sheet (each sheet is imported on its own)")
+        return [(n, list(cells)) for n, cells in
+                enumerate(ws.iter_rows(min_row=1, min_col=1, values_only=True), start=1)]
+    finally:
         workbook.close()
+
+
+def read_rows(path: Path, sheet: str | None = None,
+              encoding: str = "utf-8-sig") -> tuple[list[str], list[tuple[int, list[Any]]]]:
+    """(header, [(row number, cells)]) of every row of a ``.csv`` (delimiter ``,``, ``;`` or tab
+    sniffed; UTF-8 with or without BOM by default; quoted cells may hold line breaks) or ``.xlsx``
+    file (the first sheet, or ``sheet``; read with openpyxl, the ``import`` extra, to the sheet's
+    last row whatever size its ``<dimension>`` element declares). Empty rows are skipped.
+
+    Raises :class:`LogFileError` for an unreadable file, a CSV line the reader cannot delimit (a
+    quote left open), and a workbook with data on other sheets than the first when ``sheet`` is
+    not given: the file is refused rather than read in part.
+    """
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        rows = _csv_rows(path, encoding)
+    elif suffix in (".xlsx", ".xlsm"):
+        rows = _workbook_rows(path, sheet)
     else:
         raise LogFileError(f"{path.name}: expected a .csv or .xlsx file")
     rows = [(n, cells) for n, cells in rows if any(c not in (None, "") and str(c).strip() for c in cells)]
@@ -102,20 +196,12 @@ def read_rows(path: Path, sheet: str | None = None,
     return [str(h).strip() if h is not None else "" for h in header], data
 
 
-def match_id(log_name: str, row: int, cells: dict[str, Any]) -> str:
-    """``import-<log name>-r<row>-<12 hex>``: the row number and a SHA-256 of the log name and the
-    row's cells (as JSON), so the same row of the same log always gets the same id."""
-    digest = hashlib.sha256(json.dumps([log_name, row, cells], ensure_ascii=False, sort_keys=True,
-                                       default=str).encode()).hexdigest()[:12]
-    return f"import-{log_name}-r{row}-{digest}"[-128:]
-
-
 def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
 
 def _date(value: Any) -> date | None:
-    """A cell as a date: a workbook date/datetime, or text ``YYYY-MM-DD`` or ``DD/MM/YYYY``."""
+    """A cell as a date: a workbook date/datetime, or text ``YYYY-MM-DD``, ``DD/MM/YYYY`` or ``DD.MM.YYYY``."""
     if isinstance(value, datetime):
         return value.date()
     if isinstance(value, date):
@@ -131,17 +217,7 @@ def _date(value: Any) -> date | None:
     raise ValueError(f"date {text!r} is not YYYY-MM-DD or DD/MM/YYYY")
 
 
-def plan_import(path: Path, ladder: str, columns: Columns = Columns(), log_name: str | None = None,
-                default_date: date | None = None, sheet: str | None = None, encoding: str = "utf-8-sig") -> ImportPlan:
-    """Read and check the whole log; nothing is published here.
-
-    ``log_name`` (default: the file name without extension) is part of every match id: keep it
-    when the file is renamed. ``default_date``: the date of rows without one before the first dated
-    row. Row reason codes: ``missing_player``, ``invalid_result``, ``invalid_date``, ``no_date``,
-    and any reason code of :func:`schemas.parse_match_finished` (e.g. ``duplicate_player`` for a
-    player against themself, ``invalid_id``). Raises :class:`LogFileError` when a column is missing.
-    """
-    header, rows = read_rows(path, sheet, encoding)
+def _column_index(header: list[str], columns: Columns, path: Path) -> dict[str, int | None]:
     lowered = [h.lower() for h in header]
     index: dict[str, int | None] = {}
     for name in ("player_a", "player_b", "result", "date"):
@@ -151,11 +227,24 @@ def plan_import(path: Path, ladder: str, columns: Columns = Columns(), log_name:
     if missing:
         raise LogFileError(f"{path.name}: no column {', '.join(repr(m) for m in missing)} in the header "
                            f"{header}; name the columns with --player-a-column, --player-b-column, --result-column")
-    log_name = log_name or path.stem
-    matches: list[tuple[int, MatchFinished]] = []
+    return index
+
+
+def read_log(path: Path, columns: Columns = Columns(), default_date: date | None = None, sheet: str | None = None,
+             encoding: str = "utf-8-sig") -> LogFile:
+    """Read and check every row of the log (:func:`read_rows`); nothing is published here.
+
+    ``default_date``: the date of rows without one before the first dated row. Row reason codes:
+    ``missing_player``, ``invalid_result``, ``invalid_date``, ``no_date``, ``same_player`` (a player
+    against themself). Raises :class:`LogFileError` when the file cannot be read whole or a column
+    is missing.
+    """
+    header, data = read_rows(path, sheet, encoding)
+    index = _column_index(header, columns, path)
+    rows: list[LogRow] = []
     errors: list[RowError] = []
     current_date = default_date
-    for number, cells in rows:
+    for number, cells in data:
         def cell(name: str, cells: list[Any] = cells) -> Any:
             i = index[name]
             return cells[i] if i is not None and i < len(cells) else None
@@ -163,29 +252,356 @@ def plan_import(path: Path, ladder: str, columns: Columns = Columns(), log_name:
         raw = {getattr(columns, n): (cell(n) if not isinstance(cell(n), (date, datetime)) else cell(n).isoformat())
                for n in ("player_a", "player_b", "result", "date") if index[n] is not None}
         a, b, result = _text(cell("player_a")), _text(cell("player_b")), _text(cell("result")).upper()
-        if not a or not b:
-            errors.append(RowError(number, "missing_player", "both players must be named", raw))
-            continue
-        if result not in RESULTS:
-            errors.append(RowError(number, "invalid_result",
-                                   f"result {_text(cell('result'))!r} is not A (A won), B (B won) "
-                                   "or E (empate, a draw)", raw))
-            continue
         try:
             current_date = _date(cell("date")) or current_date
         except ValueError as exc:
             errors.append(RowError(number, "invalid_date", str(exc), raw))
             continue
-        if current_date is None:
+        players = (a, b) if a.encode() <= b.encode() else (b, a)
+        held: dict[str, Any] = {"day": current_date, "players": players} if a and b and current_date else {}
+        if not a or not b:
+            errors.append(RowError(number, "missing_player", "both players must be named", raw))
+        elif result not in RESULTS:
+            errors.append(RowError(number, "invalid_result", f"result {_text(cell('result'))!r} is not A (A won), "
+                                   "B (B won) or E (empate, a draw)", raw, **held))
+        elif current_date is None:
             errors.append(RowError(number, "no_date", "no date on this row or above it; pass --date YYYY-MM-DD", raw))
+        else:
+            row = LogRow(number, current_date, a, b, result)
+            try:  # the contract's own checks (a player against themself, an id too long, a date out of range)
+                _message(row, "import-check", "import-check", _midnight(current_date) + timedelta(seconds=1))
+            except InvalidMessage as exc:
+                errors.append(RowError(number, exc.reason_code, exc.detail, raw, **held))
+                continue
+            rows.append(row)
+    return LogFile(rows, errors)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One match the reconciliation publishes: ``kind`` ``added`` (a row the ladder lacks),
+    ``changed`` (its result differs from the stored match's) or ``moved`` (its place among the
+    log's rows changed); ``replaces``: the stored match annulled first (``None`` for ``added``);
+    ``was``: the stored result in the row's terms (``A``, ``B``, ``E``), for ``changed``."""
+
+    kind: str
+    row: LogRow
+    match: MatchFinished
+    replaces: str | None = None
+    was: str | None = None
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What makes the ladder equal the log (:func:`reconcile`): the ``changes`` to publish in the
+    replay order, the stored matches ``removed`` from the log, the number of rows ``unchanged``, the
+    stored matches ``held`` by a refused row (left as they are), and the refused rows (``errors``:
+    the log's own plus rows that cannot be placed, ``cannot_place``)."""
+
+    changes: list[Change]
+    removed: list[StoredLogMatch]
+    unchanged: int
+    held: list[tuple[RowError, StoredLogMatch]]
+    errors: list[RowError]
+
+    def count(self, kind: str) -> int:
+        """Number of changes of ``kind`` (``added``, ``changed``, ``moved``)."""
+        return sum(1 for c in self.changes if c.kind == kind)
+
+
+def check_log_name(log_name: str) -> None:
+    """Raise :class:`LogFileError` unless ``log_name`` can start a match id (1 to 96 characters, no
+    control or invisible characters)."""
+    if len(log_name) > LOG_NAME_MAX_LENGTH or not is_valid_id(log_name):
+        raise LogFileError(f"log name {log_name!r}: 1 to {LOG_NAME_MAX_LENGTH} printable characters; "
+                           "pass a shorter --log-name")
+
+
+def id_prefix(log_name: str) -> str:
+    """The start every match id of the log shares: ``import-<log name>-``."""
+    return f"import-{log_name}-"
+
+
+def _own_id(log_name: str) -> re.Pattern[str]:
+    # this scheme's ids, and the earlier scheme's (row number and a hash of the cells)
+    return re.compile(rf"import-{re.escape(log_name)}-(?:k[0-9a-f]{{16}}(?:\.[0-9]+)?|r[0-9]+-[0-9a-f]{{12}})\Z")
+
+
+def base_match_id(log_name: str, ladder: str, key: Key) -> str:
+    """``import-<log name>-k<16 hex>``: a SHA-256 of the ladder and the row's identity ``key``."""
+    day, players, occurrence = key
+    digest = hashlib.sha256(json.dumps([ladder, day.isoformat(), list(players), occurrence],
+                                       ensure_ascii=False).encode()).hexdigest()[:16]
+    return f"{id_prefix(log_name)}k{digest}"
+
+
+def _stored_identity(stored: StoredLogMatch) -> tuple[date, tuple[str, str], str | None] | None:
+    """(date, sorted players, winner or None) of a stored 1 v 1 match; None for another shape."""
+    payload = stored.payload
+    try:
+        a = [p["player_id"] for p in payload["side_a"]["players"]]
+        b = [p["player_id"] for p in payload["side_b"]["players"]]
+        finished = datetime.fromisoformat(payload["finished_at"].replace("Z", "+00:00")).astimezone(UTC)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if len(a) != 1 or len(b) != 1:
+        return None
+    winner = {"side_a_won": a[0], "side_b_won": b[0]}.get(payload.get("outcome", ""))
+    players = (a[0], b[0]) if a[0].encode() <= b[0].encode() else (b[0], a[0])
+    return finished.date(), players, winner
+
+
+def _longest_increasing(keys: Sequence[tuple[datetime, bytes]]) -> set[int]:
+    """Indexes of one longest strictly increasing subsequence of ``keys`` (patience sorting)."""
+    tails: list[int] = []
+    before: list[int | None] = [None] * len(keys)
+    for i, key in enumerate(keys):
+        lo, hi = 0, len(tails)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if keys[tails[mid]] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        before[i] = tails[lo - 1] if lo else None
+        if lo == len(tails):
+            tails.append(i)
+        else:
+            tails[lo] = i
+    chain: set[int] = set()
+    at = tails[-1] if tails else None
+    while at is not None:
+        chain.add(at)
+        at = before[at]
+    return chain
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(), UTC)
+
+
+def _place(group: list[LogRow], ranks: dict[int, int], after: datetime | None,
+           before: datetime | None) -> list[datetime] | None:
+    """``finished_at`` of rows of one date to publish between two stored neighbours (exclusive):
+    the date plus each row's rank in seconds when they fit, else spread evenly; None if no room."""
+    start = _midnight(group[0].day)
+    lo = max(after, start) if after is not None else start
+    hi = min(before, start + ONE_DAY) if before is not None else start + ONE_DAY
+    natural = [start + timedelta(seconds=ranks[r.row]) for r in group]
+    if lo < natural[0] and natural[-1] < hi:
+        return natural
+    step = (hi - lo) / (len(group) + 1)
+    spread = [lo + (step * j) // MICROSECOND * MICROSECOND for j in range(1, len(group) + 1)]
+    points = [lo, *spread, hi]
+    return spread if all(x < y for x, y in zip(points, points[1:])) else None
+
+
+def _message(row: LogRow, ladder: str, match_id: str, finished_at: datetime) -> MatchFinished:
+    return parse_match_finished({
+        "schema_version": 1, "match_id": match_id, "ladder": ladder,
+        "finished_at": finished_at.isoformat().replace("+00:00", "Z"),
+        "side_a": {"players": [{"player_id": row.player_a}]}, "side_b": {"players": [{"player_id": row.player_b}]},
+        "outcome": RESULTS[row.result]})
+
+
+def _align(rows: Sequence[object], stored: Sequence[object]) -> list[tuple[int | None, int | None]]:
+    """Pairs (row index, stored index) of two sequences of results, as a line diff pairs lines: a
+    longest common subsequence of equal results first, then, between two such anchors, the rest
+    paired in order (edited results); a row or stored entry left alone is paired with None."""
+    n, m = len(rows), len(stored)
+    best = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            best[i][j] = best[i + 1][j + 1] + 1 if rows[i] == stored[j] else max(best[i + 1][j], best[i][j + 1])
+    pairs: list[tuple[int | None, int | None]] = []
+    gap_rows: list[int] = []
+    gap_stored: list[int] = []
+
+    def close_gap() -> None:
+        for k in range(max(len(gap_rows), len(gap_stored))):
+            pairs.append((gap_rows[k] if k < len(gap_rows) else None, gap_stored[k] if k < len(gap_stored) else None))
+        gap_rows.clear()
+        gap_stored.clear()
+
+    i = j = 0
+    while i < n or j < m:
+        if i < n and j < m and rows[i] == stored[j]:
+            close_gap()
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif j < m and (i == n or best[i][j + 1] >= best[i + 1][j]):
+            gap_stored.append(j)
+            j += 1
+        else:
+            gap_rows.append(i)
+            i += 1
+    close_gap()
+    return pairs
+
+
+@dataclass
+class _Matching:
+    """Rows matched to stored matches: the good rows in replay order, each with its identity key and
+    its stored match or None; stored matches held by refused rows; stored matches removed."""
+
+    rows: list[LogRow] = field(default_factory=list)
+    keys: list[Key] = field(default_factory=list)
+    stored: list[StoredLogMatch | None] = field(default_factory=list)
+    held: list[tuple[RowError, StoredLogMatch]] = field(default_factory=list)
+    removed: list[StoredLogMatch] = field(default_factory=list)
+
+
+def _match_rows(log: LogFile, own: list[StoredLogMatch]) -> _Matching:
+    """Pair the log's rows with the live stored matches of the same date and players (:func:`_align`)."""
+    groups: dict[tuple[date, tuple[str, str]], list[tuple[StoredLogMatch, str | None]]] = defaultdict(list)
+    matching = _Matching()
+    for s in own:
+        if s.annulled:
             continue
-        finished_at = datetime.combine(current_date, time(), UTC) + timedelta(seconds=number)
-        message = {"schema_version": 1, "match_id": match_id(log_name, number, raw), "ladder": ladder,
-                   "finished_at": finished_at.isoformat().replace("+00:00", "Z"),
-                   "side_a": {"players": [{"player_id": a}]}, "side_b": {"players": [{"player_id": b}]},
-                   "outcome": RESULTS[result]}
-        try:
-            matches.append((number, parse_match_finished(message)))
-        except InvalidMessage as exc:
-            errors.append(RowError(number, exc.reason_code, exc.detail, raw))
-    return ImportPlan(matches, errors)
+        identity = _stored_identity(s)
+        if identity is None:
+            matching.removed.append(s)  # a shape the import never writes: not a row of the log
+        else:
+            groups[identity[:2]].append((s, identity[2]))
+    entries: list[LogRow | RowError] = [*log.rows, *(e for e in log.errors if e.day and e.players)]
+    entries.sort(key=lambda e: (e.day, e.row))
+    by_group: dict[tuple[date, tuple[str, str]], list[LogRow | RowError]] = defaultdict(list)
+    for entry in entries:
+        assert entry.day is not None and entry.players is not None  # refused rows without them left out above
+        by_group[(entry.day, entry.players)].append(entry)
+    found: dict[int, tuple[Key, StoredLogMatch | None]] = {}
+    for group, items in by_group.items():
+        stored = groups.pop(group, [])
+        # a refused row's result is unknown: it pairs with a stored match only as an edit
+        results = [item.winner if isinstance(item, LogRow) else object() for item in items]
+        for i, j in _align(results, [w for _, w in stored]):
+            if i is None:
+                assert j is not None
+                matching.removed.append(stored[j][0])
+                continue
+            item, match = items[i], stored[j][0] if j is not None else None
+            if isinstance(item, RowError):
+                if match is not None:
+                    matching.held.append((item, match))
+            else:
+                found[item.row] = ((group[0], group[1], i + 1), match)
+    for rest in groups.values():
+        matching.removed.extend(s for s, _ in rest)
+    for row in sorted(log.rows, key=lambda r: (r.day, r.row)):
+        key, match = found[row.row]
+        matching.rows.append(row)
+        matching.keys.append(key)
+        matching.stored.append(match)
+    matching.removed.sort(key=lambda s: (s.order_at, s.match_id.encode()))
+    return matching
+
+
+def reconcile(log: LogFile, stored: Sequence[StoredLogMatch], ladder: str, log_name: str) -> Reconciliation:
+    """What makes ``ladder`` equal the log (the module docstring gives the rules).
+
+    ``stored``: the ladder's ledger rows with the log's id prefix (:func:`worker.store.import_log.log_matches`),
+    annulled ones included, in the replay order; rows of another log whose name starts the same
+    way are left out here. Each row matched to a stored match with the same result and an order
+    consistent with the other kept rows (a longest increasing run of stored order keys) is
+    unchanged; a changed result keeps the stored match's ``finished_at``; added and moved rows are
+    placed between their kept neighbours. A new match's id is :func:`base_match_id`, or with a
+    revision suffix ``.2``, ``.3``, ... when the ledger already holds that id. A row with no room
+    left between its neighbours (a microsecond) is refused as ``cannot_place``.
+    """
+    pattern = _own_id(log_name)
+    own = [s for s in stored if pattern.match(s.match_id)]
+    taken = {s.match_id for s in own}
+    matching = _match_rows(log, own)
+    found = [i for i, s in enumerate(matching.stored) if s is not None]
+    in_order = _longest_increasing([(s.order_at, s.match_id.encode()) for s in matching.stored if s is not None])
+    kept_in_place = {found[j] for j in in_order}
+    ranks: dict[int, int] = {}
+    per_day: Counter[date] = Counter()
+    for row in matching.rows:
+        per_day[row.day] += 1
+        ranks[row.row] = per_day[row.day]
+
+    def new_id(key: Key) -> str:
+        base = base_match_id(log_name, ladder, key)
+        candidate, revision = base, 1
+        while candidate in taken:
+            revision += 1
+            candidate = f"{base}.{revision}"
+        taken.add(candidate)
+        return candidate
+
+    changes: list[Change] = []
+    errors = list(log.errors)
+    unchanged = 0
+    pending: list[int] = []  # rows to place before the next kept one
+
+    def flush(before: datetime | None, after: datetime | None) -> None:
+        by_day: dict[date, list[int]] = defaultdict(list)
+        for i in pending:
+            by_day[matching.rows[i].day].append(i)
+        for day in sorted(by_day):
+            group = [matching.rows[i] for i in by_day[day]]
+            times = _place(group, ranks, after, before)
+            if times is None:
+                errors.extend(RowError(r.row, "cannot_place", "no room left (a microsecond) between the stored "
+                                       "matches around it: delete the rows just above and below it, import with "
+                                       "--annul-removed, then put them back and import again", day=r.day,
+                                       players=r.players) for r in group)
+                continue
+            for i, at in zip(by_day[day], times):
+                old = matching.stored[i]
+                changes.append(Change("added" if old is None else "moved", matching.rows[i],
+                                      _message(matching.rows[i], ladder, new_id(matching.keys[i]), at),
+                                      old.match_id if old else None))
+            after = times[-1]
+        pending.clear()
+
+    last: datetime | None = None
+    for i, (row, old) in enumerate(zip(matching.rows, matching.stored)):
+        if old is None or i not in kept_in_place:
+            pending.append(i)
+            continue
+        flush(old.order_at, last)
+        last = old.order_at
+        identity = _stored_identity(old)
+        if identity is not None and identity[2] == row.winner:
+            unchanged += 1
+            continue
+        was = "E" if identity is None or identity[2] is None else ("A" if identity[2] == row.player_a else "B")
+        at = datetime.fromisoformat(old.payload["finished_at"].replace("Z", "+00:00"))
+        changes.append(Change("changed", row, _message(row, ladder, new_id(matching.keys[i]), at), old.match_id, was))
+    flush(None, last)
+    changes.sort(key=lambda c: (c.match.finished_at, c.match.match_id.encode()))
+    errors.sort(key=lambda e: e.row)
+    return Reconciliation(changes, matching.removed, unchanged, matching.held, errors)
+
+
+def needs_chronological_order(plan: Reconciliation, stored: Sequence[StoredLogMatch], annul_removed: bool) -> bool:
+    """True when carrying ``plan`` out needs a chronologically ordered ladder: it replaces or annuls
+    a stored match, or adds one before a live stored match of the log. A ladder rated in arrival
+    order would rate such a match at the end (and refuses annulments)."""
+    last = max((s.order_at for s in stored if not s.annulled), default=None)
+    return (any(c.replaces for c in plan.changes) or (annul_removed and bool(plan.removed))
+            or (last is not None and any(c.match.finished_at < last for c in plan.changes)))
+
+def describe(row: LogRow) -> str:
+    """``<date> <player A> v <player B> <result>`` of a row, for the import's report."""
+    return f"{row.day.isoformat()} {row.player_a} v {row.player_b} {row.result}"
+
+
+def describe_stored(stored: StoredLogMatch) -> str:
+    """The same description of a stored match (``?`` for a shape the import never writes)."""
+    identity = _stored_identity(stored)
+    if identity is None:
+        return stored.match_id
+    a = stored.payload["side_a"]["players"][0]["player_id"]
+    b = stored.payload["side_b"]["players"][0]["player_id"]
+    result = {"side_a_won": "A", "side_b_won": "B", "draw": "E"}.get(stored.payload.get("outcome"), "?")
+    return f"{identity[0].isoformat()} {a} v {b} {result}"
+
+
+__all__ = [
+    "Change", "Columns", "InvalidMessage", "LogFile", "LogFileError", "LogRow", "Reconciliation", "RowError",
+    "base_match_id", "check_log_name", "describe", "describe_stored", "id_prefix", "needs_chronological_order",
+    "read_log", "read_rows", "reconcile",
+]
