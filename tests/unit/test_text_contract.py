@@ -10,6 +10,9 @@ against the schema files so that a string field added later is not missed.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +129,20 @@ def test_a_match_holding_nul_is_refused_before_it_is_published():
     with pytest.raises(InvalidMessage) as caught:
         publish_match(None, _with(MATCH, ("side_b", "players", 0, "player_id"), "\x00"))  # type: ignore[arg-type]
     assert caught.value.reason_code == "invalid_id"
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    ([b"m-1", b"--reason", b"cheating \xff"], "invalid_text"),  # not UTF-8: a lone surrogate once decoded
+    ([b"m-1", b"--reason", b"cheating", b"--by", b"ref\xffree"], "invalid_id"),
+    ([b"m\x1b1", b"--reason", b"cheating"], "invalid_id"),
+    ([b"m-1", b"--reason", b"   "], "schema_violation"),
+])
+def test_the_annul_command_holds_its_arguments_to_the_annulment_contract(args, code):
+    """``ratings annul`` gives the verdict a message would get, before it reaches the database (an
+    argument that is not UTF-8 becomes a lone surrogate, which PostgreSQL cannot take): exit 2 and
+    the reason code. No database is configured: the refusal comes first."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RATINGS_")}
+    result = subprocess.run([os.fsencode(sys.executable), b"-m", b"worker", b"annul", *args], env={**env, "COLUMNS": "200"},
+                            capture_output=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"({code})".encode() in result.stderr and b"Fix:" in result.stderr
