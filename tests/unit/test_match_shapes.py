@@ -84,3 +84,25 @@ def test_the_refusal_names_the_shape_seen_and_the_shapes_allowed():
     assert detail is not None and "a 1v8 match" in detail and "rates 1v1, 2v2" in detail and "Fix:" in detail
     assert MatchShapes((2, 2), (1, 2)).refusal([2, 2], "sedma") is None
     assert MatchShapes((2, 16), (1, 8), True).describe() == "2 to 16 sides of 1 to 8 players each"
+
+
+def _policy_show(*args: str, **env: str):
+    import os
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RATINGS_")}
+    return subprocess.run([sys.executable, "-m", "worker", "policy", "show", *args], env={**clean, **env, "COLUMNS": "200"},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_policy_show_says_which_shapes_a_ladder_rates_and_refuses_a_bad_declaration(tmp_path):
+    """``ratings policy show`` prints the shapes beside the policy; a declaration the worker would
+    refuse at start stops it too (exit 2, file and key named)."""
+    shown = _policy_show("--ladder", "sedma")
+    assert shown.returncode == 0, shown.stderr
+    assert "rates 1v1, 2v2" in shown.stdout
+    path = tmp_path / "ladders.toml"
+    path.write_text("[ladders.x]\nk_factor = { constant = 24 }\nmatch_shapes = { sides = 1 }\n")
+    broken = _policy_show(RATINGS_LADDERS_FILE=str(path))
+    assert broken.returncode == 2 and "ladders.x.match_shapes.sides" in broken.stderr

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 
 from schemas.match_finished import MAX_PLAYERS_PER_SIDE, MAX_SIDES, MatchFinished
 from worker.policy.config import PolicyConfigError, describe_errors, read_toml
@@ -63,19 +63,27 @@ class MatchShapesConfig(BaseModel):
     players_per_side: tuple[int, int] = (1, 1)
     uneven: bool = False
 
-    _sides_range = field_validator("sides", "players_per_side", mode="before")(_range)
+    _as_range = field_validator("sides", "players_per_side", mode="before")(_range)
+
+    @field_validator("sides", "players_per_side")
+    @classmethod
+    def _within_the_contract(cls, value: tuple[int, int], info: ValidationInfo) -> tuple[int, int]:
+        low, high = _LIMITS[info.field_name or ""]
+        least, most = value
+        if not low <= least <= most <= high:
+            raise ValueError(f"must be an integer or [least, most] with {low} <= least <= most <= {high}, "
+                             f"got [{least}, {most}]")
+        return value
 
     @model_validator(mode="after")
     def _possible(self) -> MatchShapesConfig:
-        limits = (("sides", self.sides, 2, MAX_SIDES),
-                  ("players_per_side", self.players_per_side, 1, MAX_PLAYERS_PER_SIDE))
-        for name, (least, most), limit_low, limit_high in limits:
-            if not limit_low <= least <= most <= limit_high:
-                raise ValueError(f"`{name}` must be an integer or [least, most] with {limit_low} <= least <= most "
-                                 f"<= {limit_high}, got [{least}, {most}]")
         if self.uneven and self.players_per_side[0] == self.players_per_side[1]:
             raise ValueError("`uneven = true` needs a range of players_per_side: with one size every match is even")
         return self
+
+
+_LIMITS = {"sides": (2, MAX_SIDES), "players_per_side": (1, MAX_PLAYERS_PER_SIDE)}
+"""What the match contract allows, which a declaration must stay within."""
 
 
 @dataclass(frozen=True)
