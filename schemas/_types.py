@@ -101,6 +101,37 @@ Id = Annotated[
     AfterValidator(_check_id_characters),
 ]
 
+TEXT_FORBIDDEN_CLASS = r"\u0000\ud800-\udfff"
+"""Regex class body of what free text may not hold: U+0000 (PostgreSQL's ``text`` cannot store
+it: "invalid byte sequence for encoding UTF8: 0x00") and lone surrogates (not encodable as UTF-8
+at all; a JSON ``"\ud800"`` escape decodes to one)."""
+
+TEXT_RULES = "U+0000 (NUL) and lone surrogates are refused: PostgreSQL text cannot hold them."
+
+
+def forbidden_text_character(value: str) -> tuple[int, str] | None:
+    """Return (position, code point like "U+0000") of the first character free text may not hold
+    (:data:`TEXT_FORBIDDEN_CLASS`), or None."""
+    for position, char in enumerate(value):
+        if char == "\x00" or "\ud800" <= char <= "\udfff":
+            return position, f"U+{ord(char):04X}"
+    return None
+
+
+def check_text_characters(value: str) -> str:
+    """Pydantic after-validator of free text: refuses what :func:`forbidden_text_character` finds
+    (error type ``text_character``, reason code ``invalid_text``)."""
+    found = forbidden_text_character(value)
+    if found is not None:
+        position, code_point = found
+        raise PydanticCustomError(
+            "text_character",
+            "String should not contain {code_point}, which PostgreSQL text cannot store; found at position {position}",
+            {"code_point": code_point, "position": position},
+        )
+    return value
+
+
 LadderName = Annotated[
     str,
     Field(

@@ -10,11 +10,11 @@ Standard library and pydantic only (see the import contract in pyproject.toml).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from ._types import Id
+from ._types import TEXT_FORBIDDEN_CLASS, TEXT_RULES, Id, check_text_characters
 
 MAX_ANNULLED_PER_MESSAGE = 1000
 """Most match ids one annulment message may name."""
@@ -22,13 +22,30 @@ MAX_ANNULLED_PER_MESSAGE = 1000
 MAX_REASON_LENGTH = 1000
 """Longest ``reason``, in characters."""
 
+REASON_PATTERN = f"^[^{TEXT_FORBIDDEN_CLASS}]*[^\\s{TEXT_FORBIDDEN_CLASS}][^{TEXT_FORBIDDEN_CLASS}]*$"
+"""JSON Schema pattern of ``reason``: not only blanks, and no character PostgreSQL text cannot
+store (U+0000, lone surrogates). The worker checks the same with ``\\S`` (``schema_violation``)
+and :func:`schemas._types.check_text_characters` (``invalid_text``)."""
+
+Reason = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=MAX_REASON_LENGTH, pattern=r"\S",
+        json_schema_extra={"pattern": REASON_PATTERN},
+        description=("Why the matches are annulled, kept on record: 1 to 1000 characters, not only blanks. "
+                     + TEXT_RULES),
+    ),
+    AfterValidator(check_text_characters),
+]
+
 
 class AnnulMatches(BaseModel):
     """``{"schema_version": 1, "match_ids": [str, ...], "reason": str, "annulled_by": str}``.
 
     ``match_ids``: 1 to 1000 ids of matches already sent (opaque ids, as ``match_id`` of a
     match-finished message; a repeated id counts once). ``reason``: why, 1 to 1000 characters, not
-    only blanks, kept on record. ``annulled_by``: who decides (a service or a person), an opaque id,
+    only blanks, no U+0000 or lone surrogate (``invalid_text``: PostgreSQL text cannot hold them),
+    kept on record. ``annulled_by``: who decides (a service or a person), an opaque id,
     kept on record. Annulling an annulled match does nothing.
     """
 
@@ -39,8 +56,5 @@ class AnnulMatches(BaseModel):
         min_length=1, max_length=MAX_ANNULLED_PER_MESSAGE,
         description="The matches to annul: 1 to 1000 match ids (each as sent in its match-finished message).",
     )
-    reason: str = Field(
-        min_length=1, max_length=MAX_REASON_LENGTH, pattern=r"\S",
-        description="Why the matches are annulled, kept on record: 1 to 1000 characters, not only blanks.",
-    )
+    reason: Reason
     annulled_by: Id = Field(description="Who annuls (a service or a person), kept on record.")

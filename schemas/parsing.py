@@ -34,6 +34,7 @@ REASON_CODES: tuple[str, ...] = (
     "missing_field",
     "wrong_type",
     "invalid_id",
+    "invalid_text",
     "invalid_ladder",
     "invalid_timestamp",
     "naive_timestamp",
@@ -46,7 +47,8 @@ REASON_CODES: tuple[str, ...] = (
     "mixed_forms",
     "schema_violation",
 )
-"""Every reason code :func:`parse_match_finished` can give, in priority order."""
+"""Every reason code :func:`parse_match_finished` and :func:`parse_annul_matches` can give, in
+priority order (``invalid_text`` is the annulment's only: a match has no free text)."""
 
 _PRIORITY = {code: rank for rank, code in enumerate(REASON_CODES)}
 
@@ -57,6 +59,7 @@ _FIELD_GROUP = {
     "player_id": "id",
     "match_ids": "id",
     "annulled_by": "id",
+    "reason": "text",
     "ladder": "ladder",
     "finished_at": "timestamp",
     "players": "players",
@@ -82,6 +85,8 @@ _REASONS: dict[tuple[str, str], str] = {
     ("id", "string_too_long"): "invalid_id",
     ("id", "id_character"): "invalid_id",
     ("id", "string_unicode"): "invalid_id",  # a lone surrogate ("\ud800" escape)
+    ("text", "text_character"): "invalid_text",
+    ("text", "string_unicode"): "invalid_text",  # a lone surrogate
     ("ladder", "string_too_short"): "invalid_ladder",
     ("ladder", "string_too_long"): "invalid_ladder",
     ("ladder", "string_pattern_mismatch"): "invalid_ladder",
@@ -109,6 +114,7 @@ _HINTS = {
     "missing_field": "add the field; the required fields are listed in schemas/json/match_finished.v1.json",
     "wrong_type": "send the JSON type the schema names: ids, ladder, finished_at and outcome are strings, counts are integers, sides and stats are objects, players is an array",
     "invalid_id": "ids are 1 to 128 characters without control or invisible format characters",
+    "invalid_text": "remove U+0000 (NUL) and lone surrogates from the text: PostgreSQL text cannot store them",
     "invalid_ladder": 'a ladder name is 1 to 64 characters of a-z, 0-9, "_", ".", "-", starting with a letter or digit, e.g. "sedma-ranked"',
     "invalid_timestamp": 'finished_at is an ISO 8601 date-time with a UTC offset, e.g. "2024-05-01T18:30:00Z"',
     "naive_timestamp": 'add a UTC offset to finished_at, e.g. "2024-05-01T18:30:00Z" or "2024-05-01T20:30:00+02:00"',

@@ -24,6 +24,7 @@ from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 
 from worker.policy.ladders import load_ladders
+from worker.policy.shapes import ONE_V_ONE, load_ladder_shapes
 from worker.policy.stored import ladder_contents
 from worker.service import celery_app, tasks
 from worker.service.rating_service import ANNUL_TASK, RatingService
@@ -42,7 +43,8 @@ def load_ladder_policies(settings: Settings) -> dict[str, LadderPolicy]:
     Raises :class:`worker.policy.ladders.LadderConfigError` naming the file and key at fault.
     """
     contents = ladder_contents(settings.ladders_file)
-    return {name: LadderPolicy(name, policy, contents.get(name))
+    shapes = load_ladder_shapes(settings.ladders_file)
+    return {name: LadderPolicy(name, policy, contents.get(name), shapes.get(name, ONE_V_ONE))
             for name, policy in load_ladders(settings.ladders_file).items()}
 
 

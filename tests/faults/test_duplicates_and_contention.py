@@ -28,7 +28,8 @@ def test_a_match_published_three_times_at_once_is_rated_once_and_every_republish
 
 
 def _pairs(players, count):
-    """Matches among a handful of players, A-B and B-A alternating, some 2v2."""
+    """Matches among a handful of players, A-B and B-A alternating, some 2v2 (for the sedma ladder:
+    the elo ladder rates 1v1 only)."""
     out = []
     for n in range(count):
         a, b = players[n % len(players)], players[(n + 1) % len(players)]
@@ -50,7 +51,7 @@ def test_concurrent_results_for_the_same_hot_players_are_all_kept_without_deadlo
     messages = []
     for n, (side_a, side_b) in enumerate(_pairs(players, 600)):
         messages.append({
-            "schema_version": 1, "match_id": f"hot-{n}", "ladder": "sedma" if n % 2 else "elo",
+            "schema_version": 1, "match_id": f"hot-{n}", "ladder": "sedma" if n % 2 or len(side_a) > 1 else "elo",
             "finished_at": "2026-06-01T12:00:00Z",
             "side_a": {"players": [{"player_id": p, "stats": {"won_by_16": n % 4}} for p in side_a]},
             "side_b": {"players": [{"player_id": p, "stats": {"bad_moves": n % 5}} for p in side_b]},

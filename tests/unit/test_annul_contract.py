@@ -31,6 +31,8 @@ def test_a_valid_annulment_parses_from_text_bytes_and_a_decoded_object():
     ({"match_ids": []}, "schema_violation"),
     ({"match_ids": [f"m-{n}" for n in range(1001)]}, "schema_violation"),
     ({"reason": "   "}, "schema_violation"),
+    ({"reason": "cheating\x00"}, "invalid_text"),
+    ({"reason": "\ud800"}, "invalid_text"),
 ])
 def test_bad_annulments_get_a_reason_code_and_a_fix_naming_this_contract(change, code):
     """Each broken field gives its reason code; the detail says what to change."""

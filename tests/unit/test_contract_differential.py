@@ -1,5 +1,6 @@
 """The published JSON Schema is the contract: the worker accepts a document iff it is valid under
-``schemas/json/match_finished.v1.json``.
+``schemas/json/match_finished.v1.json`` (a match) or ``schemas/json/annul_matches.v1.json`` (an
+annulment).
 
 Differential property test: documents generated from the schema file itself (hypothesis-jsonschema)
 and mutations of them are judged by an independent JSON Schema validator (jsonschema, draft 2020-12,
@@ -20,11 +21,12 @@ from pathlib import Path
 
 import hypothesis_jsonschema._from_schema
 import jsonschema
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
-from schemas import InvalidMessage, parse_match_finished
+from schemas import InvalidMessage, parse_annul_matches, parse_match_finished
 
 _regex_strategies: dict = {}
 _from_js_regex = hypothesis_jsonschema._from_schema.from_js_regex
@@ -102,13 +104,13 @@ def _same_json(a, b) -> bool:
     return a == b
 
 
-def _compare(doc) -> str:
+def _compare(doc, validator=VALIDATOR, worker=_worker) -> str:
     """Assert the two validators agree on ``doc``; return "agree" or "excluded"."""
-    schema_valid = VALIDATOR.is_valid(doc)
-    reason = _worker(doc)
+    schema_valid = validator.is_valid(doc)
+    reason = worker(doc)
     if schema_valid and reason is not None and _semantic(reason, doc):
         return "excluded"
-    errors = [e.message for e in VALIDATOR.iter_errors(doc)][:3]
+    errors = [e.message for e in validator.iter_errors(doc)][:3]
     assert schema_valid == (reason is None), (json.dumps(doc, ensure_ascii=False)[:600], reason, errors)
     return "agree"
 
@@ -214,14 +216,16 @@ def _delete(value, path):
 
 
 @st.composite
-def mutations(draw):
-    """A generated document with one to three edits: a value replaced by a tricky one, a key or
-    array item deleted, an unknown key added, or a key copied from the other form of a match."""
-    doc = draw(documents())
+def mutations(draw, source=None, other_forms=True):
+    """A generated document (from ``source``, default :func:`documents`) with one to three edits: a
+    value replaced by a tricky one, a key or array item deleted, an unknown key added, or a key
+    copied from the other form of a match (``other_forms``)."""
+    doc = draw(documents() if source is None else source)
+    kinds = ["replace", "replace", "delete", "add"] + (["other_form"] if other_forms else [])
     for _ in range(draw(st.integers(1, 3))):
         paths = list(_paths(doc))
         path = draw(st.sampled_from(paths))
-        kind = draw(st.sampled_from(["replace", "replace", "delete", "add", "other_form"]))
+        kind = draw(st.sampled_from(kinds))
         if kind == "replace":
             doc = _replace(doc, path, draw(st.sampled_from(TRICKY_VALUES) | st.from_type(int) | st.text(max_size=5)))
         elif kind == "delete" and path:
@@ -284,3 +288,56 @@ def test_a_space_instead_of_t_in_finished_at_is_refused_by_both():
     doc = {"schema_version": 1, "match_id": "m", "ladder": "elo", "finished_at": "2024-05-01 18:30:00Z",
            "side_a": {"players": [{"player_id": "a"}]}, "side_b": {"players": [{"player_id": "b"}]}, "outcome": "draw"}
     assert not VALIDATOR.is_valid(doc) and _worker(doc) == "invalid_timestamp"
+
+
+ANNUL_SCHEMA_FILE = SCHEMA_FILE.parent / "annul_matches.v1.json"
+ANNUL_SCHEMA = json.loads(ANNUL_SCHEMA_FILE.read_text(encoding="utf-8"))
+ANNUL_VALIDATOR = Validator(ANNUL_SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+ANNUL_GENERATED = from_schema({**_cheap_ids(ANNUL_SCHEMA), "required": sorted(ANNUL_SCHEMA["required"])})
+
+
+def _annul_worker(doc) -> str | None:
+    """None when the worker accepts the annulment's JSON text, else its reason code."""
+    try:
+        parse_annul_matches(json.dumps(doc, ensure_ascii=False))
+    except InvalidMessage as exc:
+        return exc.reason_code
+    return None
+
+
+def test_the_annulment_schema_is_the_one_the_id_shortcut_knows():
+    """The annulment's ids carry the match's id pattern, so generation takes the cheap subset for
+    them too (and so the comparison below draws ids the worker accepts)."""
+    assert ANNUL_SCHEMA["properties"]["annulled_by"]["pattern"] == SCHEMA["properties"]["match_id"]["pattern"]
+
+
+ANNUL_PROFILE = settings(max_examples=40, deadline=None,
+                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+"""Fewer examples than the match's: the annulment has four fields, and this file's runtime stays modest."""
+
+
+@ANNUL_PROFILE
+@given(doc=ANNUL_GENERATED)
+def test_annulments_generated_from_the_schema_are_accepted_by_the_worker(doc):
+    """Every schema-generated annulment is accepted (bar a listed semantic check)."""
+    SEEN[_compare(doc, ANNUL_VALIDATOR, _annul_worker)] += 1
+
+
+@settings(ANNUL_PROFILE, max_examples=100)
+@given(doc=mutations(ANNUL_GENERATED, other_forms=False))
+def test_mutated_annulments_are_accepted_by_the_worker_iff_the_schema_accepts_them(doc):
+    """Mutations of generated annulments (NUL, surrogates, blanks, wrong types among the tricky
+    values): worker and jsonschema agree on each."""
+    SEEN[_compare(doc, ANNUL_VALIDATOR, _annul_worker)] += 1
+
+
+@pytest.mark.parametrize("reason", ["cheating\x00", "\x00", " \x00 ", "a\ud800", "\udfff", "   ", "\n"])
+def test_a_reason_postgresql_cannot_store_or_only_blanks_is_refused_by_both(reason):
+    """The worker's verdict on ``reason`` is the schema's: NUL and lone surrogates (invalid_text)
+    and blanks only (schema_violation) are refused by both. The JSON text escapes them (``\\u0000``,
+    ``\\ud800``): a lone surrogate cannot be written as UTF-8 at all."""
+    doc = {"schema_version": 1, "match_ids": ["m-1"], "reason": reason, "annulled_by": "anti-cheat"}
+    assert not ANNUL_VALIDATOR.is_valid(doc)
+    with pytest.raises(InvalidMessage) as caught:
+        parse_annul_matches(json.dumps(doc))
+    assert caught.value.reason_code == ("schema_violation" if reason.isspace() else "invalid_text")

@@ -34,6 +34,7 @@ import yaml
 from referencing import Registry, Resource
 
 from worker.policy.ladders import load_ladders
+from worker.policy.shapes import load_ladder_shapes
 from worker.settings import DEFAULT_LADDERS_FILE, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -826,6 +827,8 @@ def test_ladders_configmap_is_mounted_and_matches_the_package(tmp_path):
     assert {n: p.version for n, p in mounted.items()} == {
         n: p.version for n, p in load_ladders(DEFAULT_LADDERS_FILE).items()
     }
+    assert load_ladder_shapes(tmp_path / ladders_file.name) == load_ladder_shapes(DEFAULT_LADDERS_FILE), \
+        "deploy/k8s ladders rate other match shapes than worker/ladders.toml's"
     for owner in ("ratings-worker", "ratings-relay"):
         spec, container = _pod_specs()[owner], _container(owner)
         volume = next(v for v in spec["volumes"] if v.get("configMap", {}).get("name") == "ratings-ladders")

@@ -396,6 +396,22 @@ def test_jsonl_bad_lines_are_counted_by_reason_and_left_out(tmp_path):
     assert ev.count_lines(path) == 6
 
 
+def test_jsonl_matches_of_a_shape_the_ladder_does_not_rate_are_left_out(tmp_path):
+    """Given the ladder's declared shapes, a 1v2 line is left out as the worker would refuse it
+    (``unsupported_match_shape``); without them it is replayed."""
+    from worker.policy.shapes import MatchShapes
+
+    uneven = json.loads(_message("x2"))
+    uneven["side_b"]["players"].append({"player_id": "p3"})
+    path = tmp_path / "m.jsonl"
+    path.write_text("\n".join([_message("x1"), json.dumps(uneven)]) + "\n")
+    skipped = ev.SkippedLines()
+    items = list(ev.jsonl_history(path, "sedma", skipped, MatchShapes((2, 2), (1, 2))))
+    assert [i.match.match_id for i in items] == ["x1"]
+    assert dict(skipped.bad) == {"unsupported_match_shape": 1} and "a 1v2 match" in skipped.examples[0][2]
+    assert [i.match.match_id for i in ev.jsonl_history(path, "sedma", ev.SkippedLines())] == ["x1", "x2"]
+
+
 def test_a_jsonl_file_without_a_valid_line_has_no_ladder(tmp_path):
     """first_ladder is None when no line validates."""
     path = tmp_path / "bad.jsonl"

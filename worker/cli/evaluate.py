@@ -61,6 +61,7 @@ def evaluate(
 
     from worker.ops import evaluate as ev
     from worker.policy.ladders import LadderConfigError, load_policy_file
+    from worker.policy.shapes import load_ladder_shapes
 
     if ladder is None and file is None:
         err.print("[red]name a history[/red]: --ladder L (its ledger) or --file F (football CSV or JSON Lines)")
@@ -136,7 +137,8 @@ def evaluate(
     elif kind == "football":
         report = run(ev.football_history(file, history_ladder), max(ev.count_lines(file) - 1, 0), file.name)
     else:
-        report = run(ev.jsonl_history(file, history_ladder, skipped), ev.count_lines(file),
+        shapes = load_ladder_shapes(get_settings().ladders_file).get(history_ladder)  # as the worker admits
+        report = run(ev.jsonl_history(file, history_ladder, skipped, shapes), ev.count_lines(file),
                      f"{file.name} (ladder {history_ladder})")
         report.skipped = skipped.to_json()
         if skipped.total:

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import JustifyMethod
+from rich.markup import escape
 from rich.table import Table
 
 from worker import store as repository
@@ -95,10 +96,12 @@ def annul(
     an annulled match does nothing."""
     from worker.bootstrap import load_ladder_policies
 
+    annulled_by = who_asks(by)
+    _check_annulment(match_ids, reason, annulled_by)
     ladders = load_ladder_policies(get_settings())
     try:
         with connect(require_database_url(), autocommit=True) as conn:
-            result = repository.annul_matches(conn, match_ids, reason, who_asks(by), ladders)
+            result = repository.annul_matches(conn, match_ids, reason, annulled_by, ladders)
     except repository.AnnulmentRefused as exc:
         err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}")
         raise typer.Exit(1) from exc
@@ -112,6 +115,23 @@ def annul(
     if result.unknown:
         err.print(f"[red]not in the ledger[/red] (unknown_match): {', '.join(result.unknown)}")
         raise typer.Exit(1)
+
+
+def _check_annulment(match_ids: list[str], reason: str, annulled_by: str) -> None:
+    """Hold the command's arguments to the annul-matches contract, as a message would be (the same
+    reason codes: ``invalid_id``, ``invalid_text`` for what PostgreSQL text cannot store, such as a
+    lone surrogate from an argument that is not UTF-8); exit 2 with the code and the fix if refused.
+    The ids are checked in messages' worth (1000 at a time), since the command takes any number."""
+    from schemas import InvalidMessage, parse_annul_matches
+    from schemas.annul_matches import MAX_ANNULLED_PER_MESSAGE
+
+    try:
+        for start in range(0, len(match_ids), MAX_ANNULLED_PER_MESSAGE):
+            parse_annul_matches({"schema_version": 1, "match_ids": match_ids[start:start + MAX_ANNULLED_PER_MESSAGE],
+                                 "reason": reason, "annulled_by": annulled_by})
+    except InvalidMessage as exc:
+        err.print(f"[red]annulment refused[/red] ({exc.reason_code}): {escape(exc.detail)}", highlight=False)
+        raise typer.Exit(2) from exc
 
 
 def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: every configured ladder).")] = None) -> None:

@@ -29,6 +29,19 @@ def ladder_policies_or_exit():
         raise typer.Exit(2) from exc
 
 
+def _ladder_shapes_or_exit():
+    """The match shapes each ladder of the ladders file rates (:mod:`worker.policy.shapes`); on a
+    broken declaration, print the error (file, line, key) and exit 2."""
+    from worker.policy.ladders import LadderConfigError
+    from worker.policy.shapes import load_ladder_shapes
+
+    try:
+        return load_ladder_shapes(get_settings().ladders_file)
+    except LadderConfigError as exc:
+        err.print(f"ladders file error: {exc}", markup=False)
+        raise typer.Exit(2) from exc
+
+
 def _without_nulls(content: Any) -> Any:
     if isinstance(content, dict):
         return {k: _without_nulls(v) for k, v in content.items() if v is not None}
@@ -56,8 +69,8 @@ def show(
     ladder: Annotated[Optional[str], typer.Option(help="Only this ladder (default: every configured ladder).")] = None,
     file: Annotated[Optional[Path], typer.Option(help="Show a policy file instead of the configured ladders.")] = None,
 ) -> None:
-    """Print each ladder's policy in the ladders file: its version (content hash), source file and
-    every setting with defaults filled in (TOML). With a database configured, also the version in
+    """Print each ladder's policy in the ladders file: its version (content hash), source file, the
+    match shapes the ladder rates and every setting with defaults filled in (TOML). With a database configured, also the version in
     force (the one workers rate under; `ratings rebuild` switches it) and matches per version."""
     import tomli_w
 
@@ -69,8 +82,10 @@ def show(
         except PolicyConfigError as exc:
             err.print(f"policy error: {exc}", markup=False)
             raise typer.Exit(2) from exc
+        shapes = {}
     else:
         loaded = ladder_policies_or_exit()
+        shapes = _ladder_shapes_or_exit()
         if ladder is not None:
             if ladder not in loaded:
                 err.print(f"unknown ladder {ladder!r}; configured: {', '.join(sorted(loaded))}")
@@ -80,6 +95,9 @@ def show(
         console.print(f"[bold]{name}[/bold]  version [cyan]{item.version}[/cyan]  from {item.source}")
         if item.config.description:
             console.print(f"  {item.config.description}")
+        if name in shapes:
+            console.print(f"  rates {shapes[name].describe()} (match_shapes: the ladder's, not part of the version)",
+                          markup=False, highlight=False)
         console.print(tomli_w.dumps(_without_nulls(item.config.canonical())), markup=False, highlight=False)
         if file is None:
             view = _database_view(name)

@@ -7,9 +7,11 @@
 
     [ladders.club]                   # or the policy's keys inline
     k_factor = { constant = 24 }
+    match_shapes = { sides = 2, players_per_side = [1, 2] }   # 1v1 and 2v2 (default: 1v1 only)
 
 A ladder not listed is a dead letter with reason code ``unknown_ladder``. Policy files are
-described in :mod:`worker.policy.config`.
+described in :mod:`worker.policy.config`; ``match_shapes`` (the shapes the ladder rates, not part
+of its policy) in :mod:`worker.policy.shapes`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from engine import RatingPolicy
 from worker.policy.config import LoadedPolicy, PolicyConfigError, load_policy, read_toml, validate_policy
+from worker.policy.shapes import SHAPES_KEY
 
 LadderConfigError = PolicyConfigError
 """Raised for a missing, non-TOML or invalid ladders or policy file (file, line and key named)."""
@@ -44,6 +47,7 @@ def load_ladder_policies(path: Path) -> dict[str, LoadedPolicy]:
                 f"{path}: ladders.{name}: a ladder name matches ^[a-z0-9][a-z0-9_.-]*$ (64 characters at most)")
         if not isinstance(table, dict):
             raise LadderConfigError(f"{path}: ladders.{name}: must be a table")
+        table = {key: value for key, value in table.items() if key != SHAPES_KEY}  # the ladder's, not its policy's
         if "policy" in table:
             extra = sorted(set(table) - {"policy", "description"})
             if extra:

@@ -21,6 +21,8 @@ from engine import UnratableMatch
 from schemas import InvalidMessage, parse_annul_matches, parse_match_finished
 from worker import store as repository
 from worker.outcome import Handled, Outcome
+from worker.policy.shapes import REASON_CODE as SHAPE_REASON_CODE
+from worker.policy.shapes import match_side_sizes
 from worker.service.environment import EnvironmentNotReady, environment_reason
 from worker.service.faults import FaultInjector
 from worker.settings import Settings
@@ -175,6 +177,9 @@ class RatingService:
         if ladder is None:
             return repository.BatchDeadLetter("unknown_ladder", unknown_ladder_detail(match.ladder, self.ladders),
                                               raw_body(raw), match.match_id, task_id)
+        shape_refused = ladder.shapes and ladder.shapes.refusal(match_side_sizes(match), match.ladder)
+        if shape_refused:  # a shape the ladder does not rate (worker.policy.shapes)
+            return repository.BatchDeadLetter(SHAPE_REASON_CODE, shape_refused, raw_body(raw), match.match_id, task_id)
         payload, canonical = match.canonical()  # once: payload_hash() would serialize it again
         return repository.BatchMatch(payload, hashlib.sha256(canonical).hexdigest(), match.finished_at,
                                      ladder, task_id, raw_body(raw), canonical.decode("utf-8"))

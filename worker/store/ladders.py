@@ -10,6 +10,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from engine import RatingPolicy
+from worker.policy.shapes import MatchShapes
 from worker.policy.stored import PolicyUnavailable, cached_policy, policy_from_content
 
 LADDER_LOCK_CLASS = 7_401
@@ -21,11 +22,15 @@ switch-over takes it exclusive (``pg_advisory_xact_lock(LADDER_LOCK_CLASS, hasht
 class LadderPolicy:
     """A ladder's policy as configured in this process's ladders file, loaded once: the engine
     ``policy``, its canonical ``content`` (recorded as the ladder's policy in force the first time
-    a match of the ladder is rated; ``None``: record nothing) and so its ``version``."""
+    a match of the ladder is rated; ``None``: record nothing) and so its ``version``; the match
+    ``shapes`` it rates."""
 
     ladder: str
     policy: RatingPolicy
     content: dict[str, Any] | None = None
+    shapes: MatchShapes | None = None
+    """The match shapes the ladder rates (:mod:`worker.policy.shapes`, from the ladders file);
+    ``None``: not checked (a ladder built in code rather than read from a ladders file)."""
 
     @property
     def version(self) -> str | None:

@@ -13,6 +13,8 @@ from typing import Any
 
 from worker.mapping import to_engine_match
 from worker.ops.evaluate.accumulate import HistoryItem
+from worker.policy.shapes import REASON_CODE as SHAPE_REASON_CODE
+from worker.policy.shapes import MatchShapes, match_side_sizes
 
 # ------------------------------------------------------------------------------------------------
 # History sources
@@ -111,13 +113,16 @@ def first_ladder(path: Path) -> str | None:
     return None
 
 
-def jsonl_history(path: Path, ladder: str, skipped: SkippedLines) -> Iterator[HistoryItem]:
+def jsonl_history(path: Path, ladder: str, skipped: SkippedLines,
+                  shapes: MatchShapes | None = None) -> Iterator[HistoryItem]:
     """Valid MatchFinished messages of ``ladder`` from a JSON Lines file, in file order.
 
     Each line is validated by :func:`schemas.parse_match_finished`; a bad line is counted in
     ``skipped`` with its reason code and left out, as is a message of another ladder and a repeated
-    match id (the worker applies a match id once). Empty lines are ignored, and a UTF-8 byte order
-    mark at the start of the file (an editor's, not the first message's).
+    match id (the worker applies a match id once), and, when the ladder's ``shapes`` are given, a
+    match of a shape it does not rate (``unsupported_match_shape``, as the worker would refuse it).
+    Empty lines are ignored, and a UTF-8 byte order mark at the start of the file (an editor's, not
+    the first message's).
     """
     from schemas import InvalidMessage, parse_match_finished
 
@@ -138,6 +143,10 @@ def jsonl_history(path: Path, ladder: str, skipped: SkippedLines) -> Iterator[Hi
                 continue
             if message.match_id in seen:
                 skipped.duplicate_ids += 1
+                continue
+            refused = shapes.refusal(match_side_sizes(message), ladder) if shapes is not None else None
+            if refused:
+                skipped.bad_line(number, SHAPE_REASON_CODE, refused)
                 continue
             seen.add(message.match_id)
             yield HistoryItem(to_engine_match(json.loads(message.canonical_json())), message.finished_at)
