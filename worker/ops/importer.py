@@ -596,7 +596,7 @@ def describe_stored(stored: StoredLogMatch) -> str:
         return stored.match_id
     a = stored.payload["side_a"]["players"][0]["player_id"]
     b = stored.payload["side_b"]["players"][0]["player_id"]
-    result = {"side_a_won": "A", "side_b_won": "B", "draw": "E"}.get(stored.payload.get("outcome"), "?")
+    result = {"side_a_won": "A", "side_b_won": "B", "draw": "E"}.get(str(stored.payload.get("outcome")), "?")
     return f"{identity[0].isoformat()} {a} v {b} {result}"
 
 
