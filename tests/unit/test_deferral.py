@@ -13,11 +13,11 @@ import time
 import psutil
 import pytest
 
+from engine.chronology import deferred_matches
 from worker.service import batching
 from worker.service.deferral import Deferrals
 from worker.service.faults import FaultInjector
 from worker.settings import Settings
-from worker.store.locking import deferred_matches
 from worker.store.pool import keepalive_kwargs
 
 from .test_batching import FakeRequest, make_batcher  # noqa: F401  (the fixture)
