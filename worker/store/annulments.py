@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import NamedTuple
 
 import psycopg
@@ -47,6 +46,7 @@ from worker.store.transaction import (
     LadderInForce,
     TransactionTimeouts,
     lock_ladders,
+    one_row,
     set_local_timeouts,
 )
 
@@ -133,13 +133,12 @@ def _annul(cur: psycopg.Cursor, ids: list[str], reason: str, by: str, configured
     players = {row.key: Player.from_row(row) for row in locks.rows}
     plans = settle_corrections(cur, players, lambda _: starts, {}, ladders, limits)
     sweeps = _rerate(plans, players, ladders)
-    occurred_at = datetime.now(UTC)
     rows = RatingRows()
     announced = {key: p.announced() for key, p in players.items()}
-    recorded = record_corrections(cur, plans, sweeps, announced, ladders, occurred_at, rows)
+    recorded = record_corrections(cur, plans, sweeps, announced, ladders, rows)
     _record_annulments(cur, todo, recorded, reason, by)
     rows.players = changed_players(players, sweeps, announced)
-    write_rating_rows(cur, rows, occurred_at)
+    write_rating_rows(cur, rows)
     for ladder, gone in sorted(todo.items()):
         result.annulled.extend(gone)
         result.rerated[ladder] = len(sweeps[ladder].rerated)
@@ -155,7 +154,7 @@ def _refuse_busy_or_unknown(cur: psycopg.Cursor, todo: Mapping[str, list[str]],
         if ladder not in configured:
             raise AnnulmentRefused(f"ladder {ladder!r} of match {todo[ladder][0]!r} is not configured here")
         free = cur.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (REBUILD_LOCK_CLASS, ladder))
-        if not free.fetchone()[0]:  # type: ignore[index]
+        if not one_row(free.fetchone())[0]:
             raise AnnulmentBusy(f"a rebuild of ladder {ladder!r} is running; annul after it finishes")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import psycopg
@@ -31,7 +31,7 @@ from worker.store.chronology import later_match_players, read_rows
 from worker.store.events import OUTBOX_CHANNEL, correction_event_id, correction_events_json, match_events_json
 from worker.store.locking import Key, lock_players
 from worker.store.players import Announced, Player, Players
-from worker.store.transaction import LadderInForce, TransactionTimeouts
+from worker.store.transaction import LadderInForce, TransactionTimeouts, one_row
 
 MAX_LOCK_ROUNDS = 10
 """Rounds of extra player locks a correction may take under the locks before the transaction runs again."""
@@ -96,7 +96,10 @@ class RatingRows:
     """What one rating or correction transaction writes: new ``ledger`` rows (apply order), new
     ``history`` rows, the ``match_events`` and ``correction_events`` (field dicts, see
     :func:`worker.store.events.match_events_json`), the ``superseded`` history rows ((row id,
-    correction id)) and the ``players`` whose state changed."""
+    correction id)) and the ``players`` whose state changed; ``occurred_at``, the time of its
+    history rows and events (aware)."""
+
+    occurred_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
     ledger: list[LedgerRow] = field(default_factory=list)
     history: list[HistoryRow] = field(default_factory=list)
@@ -217,7 +220,7 @@ def settle_corrections(cur: psycopg.Cursor, players: Players, starts_of: Callabl
 
 def record_corrections(cur: psycopg.Cursor, plans: Mapping[str, CorrectionPlan], sweeps: Mapping[str, Sweep],
                        announced: dict[Key, Announced], ladders: Mapping[str, LadderInForce],
-                       occurred_at: datetime, rows: RatingRows) -> dict[str, tuple[int, int]]:
+                       rows: RatingRows) -> dict[str, tuple[int, int]]:
     """Record each ladder's correction that re-rated a stored match or dropped an annulled one
     (:func:`record_correction`). Returns per such ladder (correction id, players told by an event)."""
     recorded: dict[str, tuple[int, int]] = {}
@@ -226,13 +229,13 @@ def record_corrections(cur: psycopg.Cursor, plans: Mapping[str, CorrectionPlan],
         if done is None or not (done.rerated or plan.start.dropped):
             continue
         told = len(rows.correction_events)
-        correction_id = record_correction(cur, plan, done, announced, ladders[ladder], occurred_at, rows)
+        correction_id = record_correction(cur, plan, done, announced, ladders[ladder], rows)
         recorded[ladder] = (correction_id, len(rows.correction_events) - told)
     return recorded
 
 
 def record_correction(cur: psycopg.Cursor, plan: CorrectionPlan, done: Sweep, announced: dict[Key, Announced],
-                      ladder_in_force: LadderInForce, occurred_at: datetime, rows: RatingRows) -> int:
+                      ladder_in_force: LadderInForce, rows: RatingRows) -> int:
     """Record one correction of a ladder (a ``corrections`` row of the plan's ``kind``, caused by
     its ``cause``) from what the sweep did (``done``): the re-rated matches' new history rows go to
     ``rows.history`` (announcing no event), their earlier rows and those of the dropped (annulled)
@@ -248,15 +251,15 @@ def record_correction(cur: psycopg.Cursor, plan: CorrectionPlan, done: Sweep, an
             rows.history.append(HistoryRow(
                 stored.seq, stored.match_id, ladder, change.player_id, sequence, float(change.rating_before),
                 float(change.rating_after), float(change.expected_score), float(change.actual_score),
-                float(change.k_factor), change.result, None, occurred_at, ladder_in_force.generation, version,
+                float(change.k_factor), change.result, None, rows.occurred_at, ladder_in_force.generation, version,
                 peak, season))
             last_change[change.player_id] = (stored.match_id, change)
     changed = [(pid, st, announced[(ladder, pid)]) for pid, st in sorted(done.standings.items())
                if (st.rating, st.games_played) != announced[(ladder, pid)][:2]]
-    correction_id = cur.execute(
+    correction_id = one_row(cur.execute(
         "INSERT INTO corrections (ladder, match_id, kind, matches_rerated, players_changed) "
         "VALUES (%s, %s, %s, %s, %s) RETURNING id",
-        (ladder, start.cause, start.kind, len(done.rerated), len(changed))).fetchone()[0]  # type: ignore[index]
+        (ladder, start.cause, start.kind, len(done.rerated), len(changed))).fetchone())[0]
     dropped = [m for m in plan.later if m.match_id in start.dropped]
     rows.superseded += [(r.row_id, correction_id) for stored, _ in done.rerated for r in stored.rows]
     rows.superseded += [(r.row_id, correction_id) for stored in dropped for r in stored.rows]
@@ -288,13 +291,13 @@ def changed_players(players: Players, sweeps: Mapping[str, Sweep], announced: Ma
     return out
 
 
-def write_rating_rows(cur: psycopg.Cursor, rows: RatingRows, occurred_at: datetime) -> dict[str, int]:
+def write_rating_rows(cur: psycopg.Cursor, rows: RatingRows) -> dict[str, int]:
     """The writes of a rating or correction transaction: mark the ``rows.superseded`` history rows
     ((row id, correction id)) first, then one statement (one round trip, data-modifying ``WITH``
     clauses) inserts the new ledger rows (apply order; ``ON CONFLICT (match_id) DO NOTHING``), the
     new history rows (a ``ledger_seq`` None takes the ``seq`` of the ledger row of its match id
     inserted here), the outbox rows (the match events, then the correction events, as JSON validated
-    against the contract, ``occurred_at`` their time), updates the players' rows and wakes the relay
+    against the contract), updates the players' rows and wakes the relay
     (``NOTIFY``).
 
     Returns ``{match_id: seq}`` of the ledger rows inserted: fewer than ``rows.ledger`` when a
@@ -306,8 +309,8 @@ def write_rating_rows(cur: psycopg.Cursor, rows: RatingRows, occurred_at: dateti
     if superseded:  # before the new rows: the current row of a (match, player) is unique
         cur.execute("UPDATE rating_changes r SET superseded_by = u.c FROM unnest(%b::bigint[], %b::bigint[]) "
                     "AS u(i, c) WHERE r.id = u.i", ([i for i, _ in superseded], [c for _, c in superseded]))
-    outbox = (match_events_json(rows.match_events, occurred_at)
-              + correction_events_json(rows.correction_events, occurred_at))
+    outbox = (match_events_json(rows.match_events, rows.occurred_at)
+              + correction_events_json(rows.correction_events, rows.occurred_at))
     event_ids = [e["event_id"] for e in rows.match_events] + [e["event_id"] for e in rows.correction_events]
     owners = [e["match_id"] for e in rows.match_events] + [None] * len(rows.correction_events)
     columns = [list(c) for c in zip(*rows.ledger)] if rows.ledger else [[] for _ in LedgerRow._fields]
@@ -320,13 +323,18 @@ def write_rating_rows(cur: psycopg.Cursor, rows: RatingRows, occurred_at: dateti
         [*columns, *history_columns, event_ids, outbox, owners,
          [p.ladder for p in players], [p.player_id for p in players], [float(s.rating) for s in states],
          [s.games_played for s in states], [s.wins for s in states], [s.draws for s in states],
-         [s.losses for s in states], [float(s.peak_rating) for s in states],  # type: ignore[arg-type]
+         [s.losses for s in states], [_float(s.peak_rating) for s in states],
          [p.last_finished_at for p in players], [s.season for s in states],
          [p.last_key[0] if p.last_key else None for p in players],
          [p.last_key[1] if p.last_key else None for p in players], [p.extra_events for p in players],
          OUTBOX_CHANNEL],
     ).fetchone()
-    return dict(zip(row[0], row[1]))  # type: ignore[index]
+    inserted = one_row(row)
+    return dict(zip(inserted[0], inserted[1]))
+
+
+def _float(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 _WRITE = """

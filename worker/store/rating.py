@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 
 import psycopg
 
@@ -127,7 +128,9 @@ def apply_batch(
     except psycopg.Error as exc:  # e.g. the session ended by idle_in_transaction_session_timeout
         raise_if_connection_lost(conn, exc)
         raise
-    return results, lock_wait  # type: ignore[return-value]
+    handled = [r for r in results if r is not None]
+    assert len(handled) == len(entries), "every entry of the batch ends with a result"
+    return handled, lock_wait
 
 
 def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry], stored: dict[str, tuple[str, str | None]],
@@ -185,28 +188,30 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
     Raises :class:`LedgerRace`, and :class:`CorrectionGrew` (a subclass) when a correction's players
     cannot all be locked."""
     pending = [_Pending.of(m, p) for m, p in zip(matches, positions)]
+    # lock: the ladders, then the players (and those a late match's correction re-rates)
     ladders, received_at = lock_ladders(cur, _configured(pending))
-    for p in pending:
-        if ladders[p.ladder].chronological:
-            p.key = order_key(p.entry.finished_at, received_at, p.match_id)
+    _stamp_order_keys(pending, ladders, received_at)
     locks = _lock_players(cur, pending, ladders, limits)
     pending = _defer_blocked(cur, pending, locks, results)
     if not pending:
         return locks.players.seconds
+    # plan: the corrections again under the locks; which matches are late, which go at the end
     players = {row.key: Player.from_row(row) for row in locks.players.rows}
     plans = settle_corrections(cur, players, lambda now: _late_starts(pending, last_keys(now), limits),
                                _batch_players(pending), ladders, limits)
     _place_late(pending, players, plans, received_at)
+    # rate, build the rows, write
     sweeps = _rate(pending, players, plans, ladders)
-    rows = _ledger_rows(pending, players, ladders, received_at)
-    occurred_at = datetime.now(UTC)
-    announced = {key: p.announced() for key, p in players.items()}
-    _match_rows(pending, sweeps, announced, ladders, occurred_at, rows, results, received_at)
-    for ladder, (_, _) in record_corrections(cur, plans, sweeps, announced, ladders, occurred_at, rows).items():
-        _count_rerated(pending, plans[ladder], len(sweeps[ladder].rerated), results)
-    rows.players = changed_players(players, sweeps, announced)
-    _write(cur, rows, occurred_at, pending, results)
+    rows = _build_rows(cur, pending, players, plans, sweeps, ladders, received_at, results)
+    _write(cur, rows, pending, results)
     return locks.players.seconds
+
+
+def _stamp_order_keys(pending: Sequence[_Pending], ladders: dict[str, LadderInForce], received_at: datetime) -> None:
+    """Give each match of a chronological ladder its order key (:func:`engine.chronology.order_key`)."""
+    for p in pending:
+        if ladders[p.ladder].chronological:
+            p.key = order_key(p.entry.finished_at, received_at, p.match_id)
 
 
 def _configured(pending: Sequence[_Pending]) -> dict[str, LadderPolicy]:
@@ -355,7 +360,7 @@ def _rate(pending: Sequence[_Pending], players: Players, plans: dict[str, Correc
     for ladder, in_force in ladders.items():
         mine = [p for p in pending if p.ladder == ladder]
         if in_force.chronological:
-            mine.sort(key=lambda p: p.key)  # type: ignore[arg-type, return-value]
+            mine.sort(key=attrgetter("key"))  # every match of a chronological ladder has its key
         plan = plans.get(ladder)
         current = {key[1]: pl.standing for key, pl in players.items() if key[0] == ladder}
         sweeps[ladder] = sweep(in_force.policy, [(n, p.key, p.match) for n, p in enumerate(mine)],
@@ -364,6 +369,22 @@ def _rate(pending: Sequence[_Pending], players: Players, plans: dict[str, Correc
         for n, p in enumerate(mine):
             p.rated = sweeps[ladder].batch[n]
     return sweeps
+
+
+def _build_rows(cur: psycopg.Cursor, pending: Sequence[_Pending], players: Players,
+                plans: dict[str, CorrectionPlan], sweeps: dict[str, Sweep], ladders: dict[str, LadderInForce],
+                received_at: datetime, results: list[Handled | None]) -> RatingRows:
+    """What the transaction writes: the ledger rows, the matches' history rows and events, each
+    correction's rows and events (its ``corrections`` row is inserted here: its id keys them) and the
+    players' new states. Sets each applied match's result (its ledger seq comes with the write)."""
+    rows = _ledger_rows(pending, players, ladders, received_at)
+    rows.occurred_at = datetime.now(UTC)
+    announced = {key: p.announced() for key, p in players.items()}
+    _match_rows(pending, sweeps, announced, ladders, rows, results, received_at)
+    for ladder in record_corrections(cur, plans, sweeps, announced, ladders, rows):
+        _count_rerated(pending, plans[ladder], len(sweeps[ladder].rerated), results)
+    rows.players = changed_players(players, sweeps, announced)
+    return rows
 
 
 def _ledger_rows(pending: Sequence[_Pending], players: Players, ladders: dict[str, LadderInForce],
@@ -388,8 +409,8 @@ def _ledger_rows(pending: Sequence[_Pending], players: Players, ladders: dict[st
 
 
 def _match_rows(pending: Sequence[_Pending], sweeps: dict[str, Sweep], announced: dict[Key, Announced],
-                ladders: dict[str, LadderInForce], occurred_at: datetime, rows: RatingRows,
-                results: list[Handled | None], received_at: datetime) -> None:
+                ladders: dict[str, LadderInForce], rows: RatingRows, results: list[Handled | None],
+                received_at: datetime) -> None:
     """The batch's history rows and ``match`` events (by ladder, in order key order, then queue
     order), each player's event ``sequence`` growing by one per match from what it was last
     announced (``announced``, updated); each match's result (applied)."""
@@ -405,7 +426,7 @@ def _match_rows(pending: Sequence[_Pending], sweeps: dict[str, Sweep], announced
             rows.history.append(HistoryRow(
                 None, p.match_id, p.ladder, change.player_id, sequence, float(change.rating_before),
                 float(change.rating_after), float(change.expected_score), float(change.actual_score),
-                float(change.k_factor), change.result, event_id, occurred_at, in_force.generation, version,
+                float(change.k_factor), change.result, event_id, rows.occurred_at, in_force.generation, version,
                 peak, season))
             key = (p.ladder, change.player_id)
             told = announced[key]
@@ -427,13 +448,12 @@ def _count_rerated(pending: Sequence[_Pending], plan: CorrectionPlan, rerated: i
             results[p.position] = dataclasses.replace(handled, rerated=rerated)
 
 
-def _write(cur: psycopg.Cursor, rows: RatingRows, occurred_at: datetime, pending: Sequence[_Pending],
-           results: list[Handled | None]) -> None:
+def _write(cur: psycopg.Cursor, rows: RatingRows, pending: Sequence[_Pending], results: list[Handled | None]) -> None:
     """Step 4: one statement writes it all (:func:`worker.store.corrections.write_rating_rows`);
     the ledger's seq (apply order) is taken in queue order, after the locks, and set on each
     match's result. Raises :class:`LedgerRace` when a concurrent delivery of one of these match ids
     committed first."""
-    seqs = write_rating_rows(cur, rows, occurred_at)
+    seqs = write_rating_rows(cur, rows)
     if len(seqs) != len(rows.ledger):
         raise LedgerRace(f"{len(rows.ledger) - len(seqs)} match id(s) committed concurrently")
     for p in pending:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import psycopg
 
@@ -124,7 +125,15 @@ def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts | None
         "SELECT count(set_config(n, v, true)), (SELECT array_agg(ARRAY[match_id, payload_hash, task_id]) "
         "FROM ledger WHERE match_id = ANY(%b)) FROM unnest(%b::text[], %b::text[]) AS s(n, v)",
         (list(match_ids), names, values), prepare=False).fetchone()
-    return {mid: (h, t) for mid, h, t in (row[1] or [])}
+    return {mid: (h, t) for mid, h, t in (one_row(row)[1] or [])}
+
+
+def one_row(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, ``SHOW``, a ``RETURNING`` of
+    one inserted row). Raises ``psycopg.DataError`` if it returned none."""
+    if row is None:
+        raise psycopg.DataError("a statement that returns one row returned none")
+    return row
 
 
 def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts) -> tuple[str, str]:
@@ -132,8 +141,8 @@ def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts
     ``timeouts`` as the rating transaction does (rolled back; for checks and tests)."""
     with conn.transaction(force_rollback=True), conn.cursor() as cur:
         set_local_timeouts(cur, timeouts)
-        lock = cur.execute("SHOW lock_timeout").fetchone()[0]
-        statement = cur.execute("SHOW statement_timeout").fetchone()[0]
+        lock = one_row(cur.execute("SHOW lock_timeout").fetchone())[0]
+        statement = one_row(cur.execute("SHOW statement_timeout").fetchone())[0]
     return lock, statement
 
 
@@ -161,9 +170,9 @@ def lock_ladders(cur: psycopg.Cursor, configured: Mapping[str, LadderPolicy]) ->
     policies this process was configured with, recorded for a ladder that has none yet). Returns
     them by ladder, and the database's ``now()`` (the transaction's start). Two statements."""
     ladders = sorted(configured)
-    received_at = cur.execute(
+    received_at = one_row(cur.execute(
         "SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))), now() FROM unnest(%b::text[]) AS l",
-        (LADDER_LOCK_CLASS, ladders)).fetchone()[1]  # type: ignore[index]
+        (LADDER_LOCK_CLASS, ladders)).fetchone())[1]
     records = ladder_records(cur, ladders)
     in_force = {}
     for ladder in ladders:
