@@ -1,4 +1,4 @@
-"""Deferred matches (issue 15) without a server: which matches of a batch are deferred, how the
+"""Deferred matches without a server: which matches of a batch are deferred, how the
 batcher holds and retries them (backoff, prefetch, the visibility-timeout bound), the SIGSTOP fault
 hook, and the connection settings that bound a frozen worker's locks. The transaction side runs
 against a real PostgreSQL in tests/integration/test_player_locks.py."""

@@ -1,4 +1,4 @@
-"""Store: the player row locks of the rating transaction, without head-of-line blocking (issue 15).
+"""Store: the player row locks of the rating transaction, without head-of-line blocking.
 
 A batch must not wait, with its other matches, for one player whose row another transaction holds
 (an operator's session, a frozen worker). :func:`lock_players` locks every row at once when none

@@ -69,7 +69,7 @@ def apply_batch(
 
     Returns each entry's :class:`worker.outcome.Handled` (same order) and the seconds spent waiting
     for the player row locks (None if no match was applied). Inside the one transaction
-    (DESIGN.md invariants 1, 4 and 5):
+    (exactly once, events, no deadlock):
 
     1. every match id is looked up in the ledger at once; each entry is classified in queue order
        against the ledger *and the entries before it*: a match id seen with the same payload is a
@@ -86,10 +86,13 @@ def apply_batch(
        transaction is *deferred* (:data:`worker.outcome.Outcome.DEFERRED`, reason ``player_locked``,
        the held rows in ``blocked_players``), and so is every later match of the batch sharing a
        player with a deferred one (per-player queue order); the busy rows' waits are appended to
-       ``player_lock_waits`` (issue 15);
-    3. each ladder's matches are rated in queue order by the engine's fold
-       (:func:`engine.replay.replay_changes`) over typed player states (:class:`engine.replay.Standing`),
-       so a player in several matches sees the earlier ones' results; each match gets its own
+       ``player_lock_waits``;
+    3. each ladder's matches are rated by the engine's fold over typed player states
+       (:class:`worker.store.players.Player`, whose :class:`engine.replay.Standing` the engine rates
+       from): in order-key order merged with the stored matches a late match's correction re-rates
+       (:func:`engine.chronology.sweep`; the same correction path as an annulment's,
+       :mod:`worker.store.corrections`), or in queue order on an arrival-order ladder, so a player
+       in several matches sees the earlier ones' results; each match gets its own
        ledger ``seq`` (queue order, after the locks), history rows, and typed
        :class:`schemas.RatingChanged` events whose per-player ``sequence`` grows by one per match;
     4. ledger, history and outbox rows, the players' new states and the ``NOTIFY`` go in one
