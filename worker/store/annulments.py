@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import NamedTuple
 
 import psycopg
@@ -106,11 +107,20 @@ class _Stored(NamedTuple):
     annulled: bool
 
 
+class _Named(NamedTuple):
+    """A ledger row an annulment names, as read."""
+
+    match_id: str
+    ladder: str
+    order_at: datetime
+    annulled: bool
+
+
 def _annul(cur: psycopg.Cursor, ids: list[str], reason: str, by: str, configured: Mapping[str, LadderPolicy],
            limits: TransactionTimeouts) -> AnnulmentResult:
     """The annulment's transaction (see the module docstring): refuse, lock, plan, re-rate, write."""
-    found = {mid: _Stored(ladder, (at, mid), annulled) for mid, ladder, at, annulled in cur.execute(
-        "SELECT match_id, ladder, order_at, annulled FROM ledger WHERE match_id = ANY(%b)", (ids,))}
+    found = {r.match_id: _Stored(r.ladder, (r.order_at, r.match_id), r.annulled) for r in map(_Named._make, cur.execute(
+        "SELECT match_id, ladder, order_at, annulled FROM ledger WHERE match_id = ANY(%b)", (ids,)))}
     result = AnnulmentResult(unknown=[m for m in ids if m not in found],
                              already=[m for m in ids if m in found and found[m].annulled])
     todo: dict[str, list[str]] = {}

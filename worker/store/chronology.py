@@ -16,6 +16,8 @@ Rebuilds read every later match with its rows (:func:`later_matches`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
@@ -32,6 +34,55 @@ from engine.chronology import (  # noqa: F401
     order_key,
     sweep,
 )
+
+
+class _LaterRead(NamedTuple):
+    """A row of :func:`later_matches`: the ledger row's ``seq``, ``match_id``, ``order_at`` and
+    ``payload`` (JSON text), then the columns of one history row of the match."""
+
+    seq: int
+    match_id: str
+    order_at: datetime
+    payload: str
+    row_id: int
+    player_id: str
+    sequence: int
+    rating_before: float
+    result: str
+    peak_before: float | None
+    season_before: str | None
+
+    def later_row(self) -> LaterRow:
+        return LaterRow(self.row_id, self.player_id, self.sequence, self.rating_before, self.result,
+                        self.peak_before, self.season_before)
+
+
+class _RowsRead(NamedTuple):
+    """A row of :func:`read_rows`: the ledger ``seq``, its ``payload`` (JSON text or None), then the
+    columns of one history row of the match."""
+
+    seq: int
+    payload: str | None
+    row_id: int
+    player_id: str
+    sequence: int
+    rating_before: float
+    result: str
+    peak_before: float | None
+    season_before: str | None
+
+    def later_row(self) -> LaterRow:
+        return LaterRow(self.row_id, self.player_id, self.sequence, self.rating_before, self.result,
+                        self.peak_before, self.season_before)
+
+
+class _PlayersRead(NamedTuple):
+    """A row of :func:`later_match_players`."""
+
+    seq: int
+    match_id: str
+    order_at: datetime
+    players: list[str]
 
 
 def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation: int,
@@ -69,10 +120,10 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
         prepare=False,
     ).fetchall()
     out: list[LaterMatch] = []
-    for seq, match_id, at, payload, *row in rows:
-        if not out or out[-1].match_id != match_id:
-            out.append(LaterMatch(seq, match_id, (at, match_id), payload))
-        out[-1].rows.append(LaterRow(*row))
+    for read in map(_LaterRead._make, rows):
+        if not out or out[-1].match_id != read.match_id:
+            out.append(LaterMatch(read.seq, read.match_id, (read.order_at, read.match_id), read.payload))
+        out[-1].rows.append(read.later_row())
     for m in out:
         m.players = tuple(r.player_id for r in m.rows)
     return out
@@ -105,8 +156,8 @@ def later_match_players(cur: psycopg.Cursor, ladder: str, after: OrderKey, gener
         {"ladder": ladder, "at": after[0], "mid": after[1], "limit": limit, "generation": generation},
         prepare=False,  # as later_matches: planned for the tables as they are
     ).fetchall()
-    return [LaterMatch(seq, match_id, (at, match_id), None, players=tuple(players))
-            for seq, match_id, at, players in rows]
+    return [LaterMatch(r.seq, r.match_id, (r.order_at, r.match_id), None, players=tuple(r.players))
+            for r in map(_PlayersRead._make, rows)]
 
 
 def read_rows(cur: psycopg.Cursor, later: Sequence[LaterMatch], generation: int,
@@ -121,7 +172,7 @@ def read_rows(cur: psycopg.Cursor, later: Sequence[LaterMatch], generation: int,
     for m in later:
         m.rows = []
     payload = "(SELECT payload::text FROM ledger WHERE seq = u.seq)" if payloads else "NULL::text"
-    for seq, text, *row in cur.execute(
+    for r in map(_RowsRead._make, cur.execute(
         f"""
         SELECT u.seq, {payload}, rc.id, rc.player_id, rc.sequence, rc.rating_before, rc.result,
                rc.peak_before, rc.season_before
@@ -132,10 +183,10 @@ def read_rows(cur: psycopg.Cursor, later: Sequence[LaterMatch], generation: int,
         """,
         ([m.seq for m in later], [m.match_id for m in later], generation),
         prepare=False,  # as later_matches: a generic plan kept from a small history read it whole per match
-    ):
-        match = by_seq[seq]
-        match.payload = text
-        match.rows.append(LaterRow(*row))
+    )):
+        match = by_seq[r.seq]
+        match.payload = r.payload
+        match.rows.append(r.later_row())
     return [m for m in later if m.rows]
 
 

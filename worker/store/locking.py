@@ -428,7 +428,19 @@ def hottest_lock_waits(conn: psycopg.Connection, window_seconds: float, limit: i
             ORDER BY sum(deferred_matches) DESC, sum(waited_ms) DESC, ladder, player_id LIMIT %s""",
         (float(window_seconds), int(limit)),
     ).fetchall()
-    return [HotPlayer(lad, pid, int(n), float(w), int(d), last.isoformat()) for lad, pid, n, w, d, last in rows]
+    return [HotPlayer(r.ladder, r.player_id, int(r.waits), float(r.waited_seconds), int(r.deferred_matches),
+                      r.last.isoformat()) for r in map(_HotRow._make, rows)]
+
+
+class _HotRow(NamedTuple):
+    """A row of :func:`hottest_lock_waits`'s query."""
+
+    ladder: str
+    player_id: str
+    waits: int
+    waited_seconds: float
+    deferred_matches: int
+    last: datetime
 
 
 # -- for the benchmark's locked run (worker/devtools/bench/hot_lock.py)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
+from typing import NamedTuple
 
 import psycopg
 
@@ -252,7 +253,7 @@ def _create_players(cur: psycopg.Cursor, keys: list[Key], ladders: dict[str, Lad
     """Create the missing rows of ``keys`` (sorted, at their policy's initial rating) and read,
     without locks, the last order key of those that have one: a late match's correction reads the
     players it will touch before locking them all in order. One statement."""
-    return {(lad, pid): (at, mid) for lad, pid, at, mid in cur.execute(
+    return {(r.ladder, r.player_id): (r.last_order_at, r.last_order_match) for r in map(_LastKey._make, cur.execute(
         """
         WITH u AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[]) AS u(l, p, r)),
              ins AS (INSERT INTO players (ladder, player_id, rating, peak_rating)
@@ -268,7 +269,16 @@ def _create_players(cur: psycopg.Cursor, keys: list[Key], ladders: dict[str, Lad
         """,
         # (ladder, player_id) sorted: Python compares code points, as COLLATE "C" (UTF-8 bytes)
         ([k[0] for k in keys], [k[1] for k in keys], [float(ladders[k[0]].policy.initial_for(k[1])) for k in keys]),
-    )}
+    ))}
+
+
+class _LastKey(NamedTuple):
+    """A row of :func:`_create_players`: a player's last order key."""
+
+    ladder: str
+    player_id: str
+    last_order_at: datetime
+    last_order_match: str
 
 
 def _late_starts(pending: Sequence[_Pending], last_keys: dict[Key, OrderKey],
