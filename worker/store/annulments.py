@@ -99,27 +99,25 @@ def annul_matches(conn: psycopg.Connection, match_ids: Sequence[str], reason: st
                            "try again")
 
 
-class _Stored(NamedTuple):
-    """A ledger row an annulment names: its ``ladder``, order key and whether already ``annulled``."""
-
-    ladder: str
-    key: OrderKey
-    annulled: bool
-
-
 class _Named(NamedTuple):
-    """A ledger row an annulment names, as read."""
+    """A ledger row an annulment names: its ``ladder``, when it is ordered and whether it is
+    ``annulled`` already."""
 
     match_id: str
     ladder: str
     order_at: datetime
     annulled: bool
 
+    @property
+    def key(self) -> OrderKey:
+        """The match's order key."""
+        return (self.order_at, self.match_id)
+
 
 def _annul(cur: psycopg.Cursor, ids: list[str], reason: str, by: str, configured: Mapping[str, LadderPolicy],
            limits: TransactionTimeouts) -> AnnulmentResult:
     """The annulment's transaction (see the module docstring): refuse, lock, plan, re-rate, write."""
-    found = {r.match_id: _Stored(r.ladder, (r.order_at, r.match_id), r.annulled) for r in map(_Named._make, cur.execute(
+    found = {r.match_id: r for r in map(_Named._make, cur.execute(
         "SELECT match_id, ladder, order_at, annulled FROM ledger WHERE match_id = ANY(%b)", (ids,)))}
     result = AnnulmentResult(unknown=[m for m in ids if m not in found],
                              already=[m for m in ids if m in found and found[m].annulled])
