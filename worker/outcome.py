@@ -1,6 +1,6 @@
 """What became of one message: the one outcome type of the store, the service and the metrics.
 
-Every message ends in exactly one of applied, duplicate or dead letter (DESIGN.md invariant 3);
+Every message ends in exactly one of applied, duplicate or dead letter (nothing lost);
 a message that already ended once (the same Celery task id delivered again) is ``redelivered``
 and counted nowhere else.
 """
@@ -27,7 +27,7 @@ class Outcome(StrEnum):
     DEFERRED = "deferred"
     """Not ended yet: a player's row was held by another transaction past the wait allowed (or an
     earlier deferred match of the batch shares a player with it); the message is retried later
-    with backoff, never dead-lettered for it (issue 15)."""
+    with backoff, never dead-lettered for it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from worker.store.bench_data import statement_label
 
 def test_the_rating_transactions_statements_are_named_from_their_text() -> None:
     # the statements as the service sends them (their source text), not copies
-    source = inspect.getsource(rating._apply_matches)
+    source = inspect.getsource(rating._create_players)
     start = source.index("WITH u AS (SELECT * FROM unnest")
     assert statement_label(source[start:start + 400]) == "create new player rows (rating transaction)"
     assert statement_label(locking._SELECT) == "lock player rows (rating transaction)"

@@ -1,4 +1,4 @@
-"""A correction's sweep over only the later matches it touches (worker/store/chronology.py).
+"""A correction's sweep over only the later matches it touches (engine/chronology.py).
 
 ``plan_corrections`` reads the later matches' players (``later_match_players``) and keeps, with their
 rows, only those sharing a player with the correction (``affected_players``): the others, the sweep
@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import ConstantK, Match, Outcome, Participant, RatingPolicy
+from engine.chronology import LaterMatch, LaterRow, affected_players, sweep
 from engine.replay import Standing, replay, replay_changes
-from worker.store.chronology import LaterMatch, LaterRow, affected_players, sweep
 
 POLICY = RatingPolicy(k_factor=ConstantK(30), initial_rating=1200.0)
 PLAYERS = [f"p{n}" for n in range(7)]

@@ -1,4 +1,4 @@
-"""Deferred matches (issue 15) without a server: which matches of a batch are deferred, how the
+"""Deferred matches without a server: which matches of a batch are deferred, how the
 batcher holds and retries them (backoff, prefetch, the visibility-timeout bound), the SIGSTOP fault
 hook, and the connection settings that bound a frozen worker's locks. The transaction side runs
 against a real PostgreSQL in tests/integration/test_player_locks.py."""
@@ -13,11 +13,11 @@ import time
 import psutil
 import pytest
 
+from engine.chronology import deferred_matches
 from worker.service import batching
 from worker.service.deferral import Deferrals
 from worker.service.faults import FaultInjector
 from worker.settings import Settings
-from worker.store.locking import deferred_matches
 from worker.store.pool import keepalive_kwargs
 
 from .test_batching import FakeRequest, make_batcher  # noqa: F401  (the fixture)

@@ -1,4 +1,4 @@
-"""Backoff of deferred messages (issue 15): a match whose player's row another transaction holds.
+"""Backoff of deferred messages: a match whose player's row another transaction holds.
 
 The rating transaction defers such a match (:data:`worker.outcome.Outcome.DEFERRED`) and applies
 the rest of its batch. The worker's main process (:class:`worker.service.batching.Batcher`) keeps

@@ -1,6 +1,6 @@
 """The rating use case: validate each message, apply them in the store in one transaction, record the outcome.
 
-Every message ends in exactly one of: applied, duplicate, dead letter (DESIGN.md invariant 3).
+Every message ends in exactly one of: applied, duplicate, dead letter (nothing lost).
 One path for one message and for a batch: a single message is a batch of one, and so is each
 message of a batch retried alone after a permanent failure. No Celery here: the caller (the task
 or the batching job) says which exceptions interrupt the work (``interrupts``).

@@ -2,7 +2,7 @@
 
 All SQL of the worker: the rating transaction, dead letters, read models. Parameterized always.
 
-The rating transaction (DESIGN.md, "What it does"), one path for 1 to N messages
+The rating transaction, one path for 1 to N messages
 (:func:`apply_batch`; a single message is a batch of one):
 
 1. look every ``match_id`` up in the ledger: present with the same payload hash → a counted
@@ -14,7 +14,9 @@ The rating transaction (DESIGN.md, "What it does"), one path for 1 to N messages
    the busy ones in one global order (ladder, player_id) ``COLLATE "C"`` within a bounded wait;
    matches whose rows stay held elsewhere are deferred with every later match of their players
    (:mod:`worker.store.locking`: no batch waits behind one player);
-3. rate the matches in queue order with the engine's fold over typed player states;
+3. rate the matches with the engine's fold over typed player states, in chronological order with
+   the stored matches a late match re-rates (:mod:`worker.store.corrections`, the correction path
+   annulments take too), or in queue order on an arrival-order ladder;
 4. insert the ledger rows (``ON CONFLICT DO NOTHING`` closes the race with a concurrent delivery
    of the same match; their ``seq``, taken while the locks are held, is the apply order), the
    history and the typed ``RatingChanged`` outbox rows, update the players, write duplicates and

@@ -1,35 +1,55 @@
-"""Store: annulment of matches (issue 18), with the rating transaction's correction machinery.
+"""Store: annulment of matches, a correction that removes matches, through the rating
+transaction's correction path.
 
 An organiser voids matches (a cheater's games, a disputed result, a server bug). In one
-transaction, per ladder: the ladder's shared advisory lock (as a rating transaction), the players
-the annulment touches read without locks, then locked in the one global order and read again (if
-the set grew meanwhile, the transaction runs again); the stored matches from the earliest annulled
-one on are swept again without the annulled ones (:func:`worker.store.chronology.sweep`); the
-annulled matches' history rows and those of the re-rated ones are superseded by one
-``annulment`` correction, whose ``correction`` events tell consumers each player's new rating; the
-ledger keeps the original rows, flagged ``annulled``; ``annulments`` records who, when and why.
+transaction: the ladders' shared lock and their policy in force (:func:`lock_ladders`, as a rating
+transaction), per ladder a correction that starts at the earliest annulled match and drops the
+annulled ones (:class:`worker.store.corrections.CorrectionStart`), planned from the rows as
+committed, the players it touches locked in the one global order, planned again under the locks
+until that set stops growing (:func:`worker.store.corrections.settle_corrections`), the stored
+matches from that point swept again without the annulled ones (:func:`engine.chronology.sweep`),
+recorded as one ``annulment`` correction per ladder whose ``correction`` events tell consumers each
+player's new rating, and written by the rating transaction's writer
+(:func:`worker.store.corrections.write_rating_rows`). The ledger keeps the original rows, flagged
+``annulled``; ``annulments`` records who, when and why.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
-from engine.replay import Standing
+from engine.chronology import OrderKey, Sweep, sweep
 from worker.mapping import to_engine_match
-from worker.store.chronology import affected_players, later_matches, sweep
-from worker.store.corrections import record_correction, write_rating_rows
-from worker.store.events import correction_events_json
-from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force
+from worker.store.corrections import (
+    NO_LIMIT,
+    CorrectionPlan,
+    CorrectionStart,
+    LedgerRace,
+    RatingRows,
+    changed_players,
+    keys_to_lock,
+    plan_corrections,
+    record_corrections,
+    settle_corrections,
+    write_rating_rows,
+)
+from worker.store.ladders import LadderPolicy
 from worker.store.locking import lock_players
-from worker.store.rating import DEFAULT_TIMEOUTS, LedgerRace, TransactionTimeouts, set_local_timeouts
+from worker.store.players import Player, Players
 from worker.store.rebuilds import REBUILD_LOCK_CLASS
-
-NO_LIMIT = 2**31 - 1
+from worker.store.transaction import (
+    DEFAULT_TIMEOUTS,
+    LadderInForce,
+    TransactionTimeouts,
+    lock_ladders,
+    one_row,
+    set_local_timeouts,
+)
 
 
 class AnnulmentRefused(Exception):
@@ -79,72 +99,102 @@ def annul_matches(conn: psycopg.Connection, match_ids: Sequence[str], reason: st
                            "try again")
 
 
-def _annul(cur: psycopg.Cursor, ids: list[str], reason: str, by: str, ladders: Mapping[str, LadderPolicy],
+class _Named(NamedTuple):
+    """A ledger row an annulment names: its ``ladder``, when it is ordered and whether it is
+    ``annulled`` already."""
+
+    match_id: str
+    ladder: str
+    order_at: datetime
+    annulled: bool
+
+    @property
+    def key(self) -> OrderKey:
+        """The match's order key."""
+        return (self.order_at, self.match_id)
+
+
+def _annul(cur: psycopg.Cursor, ids: list[str], reason: str, by: str, configured: Mapping[str, LadderPolicy],
            limits: TransactionTimeouts) -> AnnulmentResult:
-    found = {mid: (ladder, at, annulled) for mid, ladder, at, annulled in cur.execute(
-        "SELECT match_id, ladder, order_at, annulled FROM ledger WHERE match_id = ANY(%b)", (ids,))}
+    """The annulment's transaction (see the module docstring): refuse, lock, plan, re-rate, write."""
+    found = {r.match_id: r for r in map(_Named._make, cur.execute(
+        "SELECT match_id, ladder, order_at, annulled FROM ledger WHERE match_id = ANY(%b)", (ids,)))}
     result = AnnulmentResult(unknown=[m for m in ids if m not in found],
-                             already=[m for m in ids if m in found and found[m][2]])
+                             already=[m for m in ids if m in found and found[m].annulled])
     todo: dict[str, list[str]] = {}
     for mid in ids:
-        if mid in found and not found[mid][2]:
-            todo.setdefault(found[mid][0], []).append(mid)
+        if mid in found and not found[mid].annulled:
+            todo.setdefault(found[mid].ladder, []).append(mid)
     if not todo:
         return result
-    names = sorted(todo)
-    for ladder in names:
-        if ladder not in ladders:
+    _refuse_busy_or_unknown(cur, todo, configured)
+    ladders, _ = lock_ladders(cur, {ladder: configured[ladder] for ladder in todo})
+    _refuse_arrival_order(ladders)
+    starts = [CorrectionStart(ladder, since[1], since, "annulment", NO_LIMIT, tuple(gone))
+              for ladder, gone in sorted(todo.items()) for since in [min(found[m].key for m in gone)]]
+    # planned from the rows as committed (the players it touches), then those locked in the global order
+    plans = plan_corrections(cur, starts, {}, ladders, payloads=False)
+    locks = lock_players(cur, sorted(keys_to_lock(plans)), limits.lock_timeout_ms, limits.lock_timeout_ms)
+    if locks.blocked:
+        raise psycopg.errors.LockNotAvailable(f"player rows of ladder(s) {', '.join(sorted(todo))} "
+                                              "held by another transaction")
+    players = {row.key: Player.from_row(row) for row in locks.rows}
+    plans = settle_corrections(cur, players, lambda _: starts, {}, ladders, limits)
+    sweeps = _rerate(plans, players, ladders)
+    rows = RatingRows()
+    announced = {key: p.announced() for key, p in players.items()}
+    recorded = record_corrections(cur, plans, sweeps, announced, ladders, rows)
+    _record_annulments(cur, todo, recorded, reason, by)
+    rows.players = changed_players(players, sweeps, announced)
+    write_rating_rows(cur, rows)
+    for ladder, gone in sorted(todo.items()):
+        result.annulled.extend(gone)
+        result.rerated[ladder] = len(sweeps[ladder].rerated)
+        result.players_changed[ladder] = recorded[ladder][1]
+    return result
+
+
+def _refuse_busy_or_unknown(cur: psycopg.Cursor, todo: Mapping[str, list[str]],
+                            configured: Mapping[str, LadderPolicy]) -> None:
+    """Raise :class:`AnnulmentRefused` for a ladder not configured here, :class:`AnnulmentBusy`
+    while a rebuild of one runs (its rebuild lock is tried, never waited for)."""
+    for ladder in sorted(todo):
+        if ladder not in configured:
             raise AnnulmentRefused(f"ladder {ladder!r} of match {todo[ladder][0]!r} is not configured here")
         free = cur.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (REBUILD_LOCK_CLASS, ladder))
-        if not free.fetchone()[0]:
+        if not one_row(free.fetchone())[0]:
             raise AnnulmentBusy(f"a rebuild of ladder {ladder!r} is running; annul after it finishes")
-    cur.execute("SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))) FROM unnest(%b::text[]) AS l",
-                (LADDER_LOCK_CLASS, names))
-    occurred_at = datetime.now(UTC)
-    for ladder in names:
-        policy, generation, order = ladder_in_force(cur, ladder, ladders[ladder].policy, ladders[ladder].content)
-        if order == "applied":
+
+
+def _refuse_arrival_order(ladders: Mapping[str, LadderInForce]) -> None:
+    """Raise :class:`AnnulmentRefused` for a ladder in arrival order: annulment needs the
+    chronological order."""
+    for ladder, in_force in ladders.items():
+        if not in_force.chronological:
             raise AnnulmentRefused(f"ladder {ladder!r} is rated in arrival order; annulment needs the chronological "
                                    f"order: run `ratings rebuild --ladder {ladder} --order finished-at` first")
-        gone = todo[ladder]
-        since = min((found[m][1], m) for m in gone)
-        later = later_matches(cur, ladder, since, generation, NO_LIMIT, inclusive=True)
-        affected = affected_players([], later, since, gone)
-        locks = lock_players(cur, sorted((ladder, p) for p in affected), limits.lock_timeout_ms, limits.lock_timeout_ms)
-        if locks.blocked:
-            raise psycopg.errors.LockNotAvailable(f"player rows of ladder {ladder!r} held by another transaction")
-        later = later_matches(cur, ladder, since, generation, NO_LIMIT, inclusive=True)
-        if affected_players([], later, since, gone) - affected:
-            raise LedgerRace("the players the annulment touches grew under the locks")
-        current: dict[str, Standing] = {}
-        keys: dict[str, Any] = {}
-        extra: dict[str, int] = {}
-        for _lad, pid, rating, games, _last, peak, season, rebuilds, wins, draws, losses, at, mid in locks.rows:
-            current[pid] = Standing(rating, games, peak, season, wins, draws, losses)
-            keys[pid] = (at, mid) if at is not None else None
-            extra[pid] = rebuilds
-        done = sweep(policy, [], later, current, to_engine_match, gone)
-        announced = {(ladder, pid): (st.rating, st.games_played, st.games_played + extra[pid])
-                     for pid, st in current.items()}
-        history: list[tuple] = []
-        corrections: list[dict[str, Any]] = []
-        superseded: list[tuple[int, int]] = []
-        dropped = [m for m in later if m.match_id in set(gone)]
-        correction_id = record_correction(cur, ladder, since[1], "annulment", done, announced, generation,
-                                          policy.version or None, occurred_at, history, corrections, superseded,
-                                          dropped)
-        players = [(ladder, pid, st, None, keys.get(pid), announced[(ladder, pid)][2] - st.games_played)
-                   for pid, st in sorted(done.standings.items())]
-        cur.execute("UPDATE ledger SET annulled = true WHERE match_id = ANY(%b)", (gone,))
-        cur.execute("INSERT INTO annulments (match_id, ladder, reason, annulled_by, correction_id) "
-                    "SELECT m, %b, %b, %b, %b FROM unnest(%b::text[]) AS m", (ladder, reason, by, correction_id, gone))
-        write_rating_rows(cur, history, [(e["event_id"], j, None) for e, j in
-                                         zip(corrections, correction_events_json(corrections, occurred_at))],
-                          superseded, players)
-        result.annulled.extend(gone)
-        result.rerated[ladder] = len(done.rerated)
-        result.players_changed[ladder] = len(corrections)
-    return result
+
+
+def _rerate(plans: Mapping[str, CorrectionPlan], players: Players,
+            ladders: Mapping[str, LadderInForce]) -> dict[str, Sweep]:
+    """Each ladder's stored matches from its correction's start swept again without the annulled
+    ones, from the locked players' states."""
+    sweeps: dict[str, Sweep] = {}
+    for ladder, plan in plans.items():
+        current = {key[1]: p.standing for key, p in players.items() if key[0] == ladder}
+        sweeps[ladder] = sweep(ladders[ladder].policy, [], plan.later, current, to_engine_match, plan.start.dropped)
+    return sweeps
+
+
+def _record_annulments(cur: psycopg.Cursor, todo: Mapping[str, list[str]], recorded: Mapping[str, tuple[int, int]],
+                       reason: str, by: str) -> None:
+    """Flag the annulled matches in the ledger and record each annulment with its correction."""
+    named = [(mid, ladder, recorded[ladder][0]) for ladder in sorted(todo) for mid in todo[ladder]]
+    gone = [mid for mid, _, _ in named]
+    cur.execute("UPDATE ledger SET annulled = true WHERE match_id = ANY(%b)", (gone,))
+    cur.execute("INSERT INTO annulments (match_id, ladder, reason, annulled_by, correction_id) "
+                "SELECT m, l, %b, %b, c FROM unnest(%b::text[], %b::text[], %b::bigint[]) AS u(m, l, c)",
+                (reason, by, gone, [ladder for _, ladder, _ in named], [c for _, _, c in named]))
 
 
 def annulments(conn: psycopg.Connection, ladder: str | None = None) -> list[tuple]:

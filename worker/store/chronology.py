@@ -1,4 +1,4 @@
-"""Store: chronological placement of late matches (issue 18), for the one rating transaction.
+"""Store: the reads and writes of chronological placement (late matches, annulments, rebuilds).
 
 A chronological ladder's replay order is the order key ``(order_at, match_id)`` (``match_id``
 compared by code point, as ``COLLATE "C"``), where ``order_at`` is the earlier of the match's
@@ -10,39 +10,40 @@ the history row at that point (rating before, games before, peak and season befo
 and losses undone from the current row), never by replaying the player's whole history, so a
 correction costs the later matches' players it reads (:func:`later_match_players`, from the ledger,
 at most the bound) and the rows of the matches it touches (:func:`read_rows`) and re-rates.
-Rebuilds and annulments read every later match with its rows (:func:`later_matches`).
+Rebuilds read every later match with its rows (:func:`later_matches`).
 """
 
 from __future__ import annotations
 
-import bisect
-import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import NamedTuple
 
 import psycopg
 
-from engine import FreeForAll, Match, RatingChange, RatingPolicy
-from engine.replay import Standing, replay_changes
+# The pure half (types, the sweep, the rules) lives beside the engine; the store's callers
+# (the rating transaction, annulments, rebuilds) reach it through this module too.
+from engine.chronology import (  # noqa: F401
+    LaterMatch,
+    LaterRow,
+    OrderKey,
+    Rated,
+    Sweep,
+    affected_players,
+    histories_in_order,
+    order_key,
+    sweep,
+)
 
-OrderKey = tuple[datetime, str]
-"""A match's place in a chronological ladder: ``(order_at, match_id)``."""
 
+class _LaterRead(NamedTuple):
+    """A row of :func:`later_matches`: the ledger row's ``seq``, ``match_id``, ``order_at`` and
+    ``payload`` (JSON text), then the columns of one history row of the match."""
 
-def order_key(finished_at: datetime, received_at: datetime, match_id: str) -> OrderKey:
-    """The order key of a match first applied at ``received_at`` (the database's ``now()``): a
-    clock that runs ahead cannot stamp a match later than when the service received it."""
-    return (min(finished_at, received_at), match_id)
-
-
-@dataclass(slots=True)
-class LaterRow:
-    """A current history row (``rating_changes`` id ``row_id``) of a stored match that follows the
-    late match: the player's ``sequence`` (n-th match), ``rating_before``, ``result`` and the
-    ``peak_before``/``season_before`` the row kept."""
-
+    seq: int
+    match_id: str
+    order_at: datetime
+    payload: str
     row_id: int
     player_id: str
     sequence: int
@@ -51,21 +52,37 @@ class LaterRow:
     peak_before: float | None
     season_before: str | None
 
+    def later_row(self) -> LaterRow:
+        return LaterRow(self.row_id, self.player_id, self.sequence, self.rating_before, self.result,
+                        self.peak_before, self.season_before)
 
-@dataclass(slots=True)
-class LaterMatch:
-    """A stored match of the ladder after the late one: ledger ``seq``, ``key``, ``payload``, and
-    its current history ``rows`` (one per player)."""
+
+class _RowsRead(NamedTuple):
+    """A row of :func:`read_rows`: the ledger ``seq``, its ``payload`` (JSON text or None), then the
+    columns of one history row of the match."""
+
+    seq: int
+    payload: str | None
+    row_id: int
+    player_id: str
+    sequence: int
+    rating_before: float
+    result: str
+    peak_before: float | None
+    season_before: str | None
+
+    def later_row(self) -> LaterRow:
+        return LaterRow(self.row_id, self.player_id, self.sequence, self.rating_before, self.result,
+                        self.peak_before, self.season_before)
+
+
+class _PlayersRead(NamedTuple):
+    """A row of :func:`later_match_players`."""
 
     seq: int
     match_id: str
-    key: OrderKey
-    payload: str | None
-    """The ledger payload as JSON text (parsed only if the match is re-rated); None when not read."""
-    rows: list[LaterRow] = field(default_factory=list)
-    """Empty when read by :func:`later_match_players` and not yet by :func:`read_rows`."""
-    players: tuple[str, ...] = ()
-    """The match's player ids (``ledger.player_ids``, else those of its ``rows``)."""
+    order_at: datetime
+    players: list[str]
 
 
 def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation: int,
@@ -73,8 +90,8 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
     """The ladder's stored matches (not annulled) with an order key above ``after`` (or equal,
     ``inclusive``), in key order, with their current history rows of ``generation`` and their
     payloads as JSON text (parsed only for a re-rated match): at most ``limit`` matches (one
-    statement; the index ``ledger_ladder_order`` finds them). Rebuilds and annulments read this
-    way; a rating transaction's correction reads :func:`later_match_players` and :func:`read_rows`."""
+    statement; the index ``ledger_ladder_order`` finds them). Rebuilds read this way; a
+    correction (a late match's, an annulment's) reads :func:`later_match_players` and :func:`read_rows`."""
     rows = cur.execute(
         f"""
         SELECT l.seq, l.match_id, l.order_at, l.payload::text, rc.id, rc.player_id, rc.sequence, rc.rating_before,
@@ -103,18 +120,19 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
         prepare=False,
     ).fetchall()
     out: list[LaterMatch] = []
-    for seq, match_id, at, payload, *row in rows:
-        if not out or out[-1].match_id != match_id:
-            out.append(LaterMatch(seq, match_id, (at, match_id), payload))
-        out[-1].rows.append(LaterRow(*row))
+    for read in map(_LaterRead._make, rows):
+        if not out or out[-1].match_id != read.match_id:
+            out.append(LaterMatch(read.seq, read.match_id, (read.order_at, read.match_id), read.payload))
+        out[-1].rows.append(read.later_row())
     for m in out:
         m.players = tuple(r.player_id for r in m.rows)
     return out
 
 
 def later_match_players(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation: int,
-                        limit: int) -> list[LaterMatch]:
-    """The ladder's stored matches (not annulled) with an order key above ``after``, in key order,
+                        limit: int, inclusive: bool = False) -> list[LaterMatch]:
+    """The ladder's stored matches (not annulled) with an order key above ``after`` (or equal,
+    ``inclusive``: an annulment's earliest annulled match is the first), in key order,
     at most ``limit``: each with its ``players`` and without rows or payload (:func:`read_rows`
     reads those of the few a correction touches). One statement, from ``ledger`` alone (the index
     ``ledger_ladder_order`` and ``ledger.player_ids``); a row written before that column (NULL)
@@ -123,23 +141,23 @@ def later_match_players(cur: psycopg.Cursor, ladder: str, after: OrderKey, gener
     A rating transaction's correction at 8 worker processes has 400 to 700 later matches on
     average, up to 2,000 (the other workers' batches committed meanwhile), and re-rates 4 or so; reading each one's
     history rows too (:func:`later_matches`) cost a lookup in ``rating_changes`` per match and ten
-    columns per row (issue 16)."""
+    columns per row."""
     rows = cur.execute(
-        """
+        f"""
         SELECT l.seq, l.match_id, l.order_at,
                coalesce(l.player_ids, ARRAY(SELECT x.player_id FROM rating_changes x WHERE x.match_id = l.match_id
                                              AND x.generation = %(generation)s AND x.superseded_by IS NULL
                                            ORDER BY x.player_id COLLATE "C"))
           FROM ledger l
          WHERE l.ladder = %(ladder)s AND NOT l.annulled
-           AND (l.order_at, l.match_id COLLATE "C") > (%(at)s, %(mid)s COLLATE "C")
+           AND (l.order_at, l.match_id COLLATE "C") {'>=' if inclusive else '>'} (%(at)s, %(mid)s COLLATE "C")
          ORDER BY l.order_at, l.match_id COLLATE "C" LIMIT %(limit)s
         """,
         {"ladder": ladder, "at": after[0], "mid": after[1], "limit": limit, "generation": generation},
         prepare=False,  # as later_matches: planned for the tables as they are
     ).fetchall()
-    return [LaterMatch(seq, match_id, (at, match_id), None, players=tuple(players))
-            for seq, match_id, at, players in rows]
+    return [LaterMatch(r.seq, r.match_id, (r.order_at, r.match_id), None, players=tuple(r.players))
+            for r in map(_PlayersRead._make, rows)]
 
 
 def read_rows(cur: psycopg.Cursor, later: Sequence[LaterMatch], generation: int,
@@ -154,7 +172,7 @@ def read_rows(cur: psycopg.Cursor, later: Sequence[LaterMatch], generation: int,
     for m in later:
         m.rows = []
     payload = "(SELECT payload::text FROM ledger WHERE seq = u.seq)" if payloads else "NULL::text"
-    for seq, text, *row in cur.execute(
+    for r in map(_RowsRead._make, cur.execute(
         f"""
         SELECT u.seq, {payload}, rc.id, rc.player_id, rc.sequence, rc.rating_before, rc.result,
                rc.peak_before, rc.season_before
@@ -165,150 +183,11 @@ def read_rows(cur: psycopg.Cursor, later: Sequence[LaterMatch], generation: int,
         """,
         ([m.seq for m in later], [m.match_id for m in later], generation),
         prepare=False,  # as later_matches: a generic plan kept from a small history read it whole per match
-    ):
-        match = by_seq[seq]
-        match.payload = text
-        match.rows.append(LaterRow(*row))
+    )):
+        match = by_seq[r.seq]
+        match.payload = r.payload
+        match.rows.append(r.later_row())
     return [m for m in later if m.rows]
-
-
-def affected_players(batch: Sequence[tuple[OrderKey, Iterable[str]]], later: Sequence[LaterMatch],
-                     since: OrderKey, dropped: Iterable[str] = ()) -> set[str]:
-    """The players a correction touches: those of the batch's matches from ``since`` on and of the
-    ``dropped`` (annulled) stored matches, and those of every stored match (``later``, key order)
-    that shares a player with them at its time."""
-    affected = {pid for key, pids in batch if key >= since for pid in pids}
-    gone = set(dropped)
-    affected |= {pid for m in later if m.match_id in gone for pid in m.players}
-    for match in later:
-        if not affected.isdisjoint(match.players):
-            affected.update(match.players)
-    return affected
-
-
-def histories_in_order(later: Sequence[LaterMatch], affected: set[str], games: dict[str, int]) -> bool:
-    """True when each affected player's rows among ``later`` are its last ones, numbered without a
-    gap up to its ``games`` played: its history is in replay order from the late match on, so the
-    row at that point holds its state then. False where a match was placed at the end past the
-    bound (its row is last by sequence, not by order key): the correction cannot start there.
-    Players absent from ``games`` (rows not locked) are skipped: the caller retries with them."""
-    seqs: dict[str, list[int]] = {}
-    for m in later:
-        for r in m.rows:
-            if r.player_id in affected:
-                seqs.setdefault(r.player_id, []).append(r.sequence)
-    for pid, numbers in seqs.items():
-        if pid not in games:  # not locked: the caller runs the batch again with its row
-            continue
-        numbers.sort()
-        if numbers != list(range(numbers[0], numbers[0] + len(numbers))) or numbers[-1] != games.get(pid):
-            return False
-    return True
-
-
-@dataclass(slots=True)
-class Rated:
-    """One match the sweep rated: ``changes``, and per change the player's games after it (the
-    history ``sequence``), peak rating and season before it."""
-
-    changes: tuple[RatingChange, ...]
-    games: list[int]
-    peaks_before: list[float | None]
-    seasons_before: list[str | None]
-
-
-@dataclass(slots=True)
-class Sweep:
-    """What :func:`sweep` computed: ``batch`` (the batch's matches, by index), ``rerated`` (stored
-    matches re-rated, key order, with their :class:`Rated`) and the final ``standings`` of every
-    player it touched."""
-
-    batch: dict[int, Rated]
-    rerated: list[tuple[LaterMatch, Rated]]
-    standings: dict[str, Standing]
-
-
-def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Match | FreeForAll]],
-          later: Sequence[LaterMatch], current: dict[str, Standing],
-          to_engine: Callable[[dict[str, Any]], Match | FreeForAll], dropped: Iterable[str] = ()) -> Sweep:
-    """Rate a ladder's ``batch`` (``(index, key, match)``, in the order to apply: key order on a
-    chronological ladder, queue order on an arrival-order one, where keys are ``None`` and
-    ``later`` is empty) merged with the stored ``later`` matches, re-rating each stored match that
-    shares a player with one already rated in this sweep.
-
-    ``current`` holds each batch player's current :class:`engine.replay.Standing` (the locked row,
-    wins/draws/losses included) and may hold others'. A player enters the sweep from its state just
-    before the first match it takes part in: its current standing when none of its stored matches
-    follows, else the history row of the first that follows (rating and games before it, peak and
-    season the row kept, wins/draws/losses of the current row minus those of the following rows).
-    A stored match named in ``dropped`` (annulled) is left out: its players enter the sweep from
-    their state just before it, and what follows is re-rated without it.
-    Ratings in rating points. Raises what the engine raises.
-    """
-    gone = set(dropped)
-    merged: list[tuple[Any, int, int]] = [(key, 0, n) for n, (_, key, _) in enumerate(batch)]
-    if later:
-        merged += [(m.key, 1, i) for i, m in enumerate(later)]
-        merged.sort(key=lambda t: t[0])
-    rows_of: dict[str, list[tuple[OrderKey, LaterRow]]] = {}
-    for m in later:
-        for r in m.rows:
-            rows_of.setdefault(r.player_id, []).append((m.key, r))
-    active: dict[str, Standing] = {}
-
-    def enter(pid: str, key: OrderKey | None) -> None:
-        rows = rows_of.get(pid)
-        now = current.get(pid)
-        i = 0 if rows is None or key is None else bisect.bisect_left([k for k, _ in rows], key)
-        if rows is None or key is None or i == len(rows):
-            if now is not None:
-                active[pid] = Standing(now.rating, now.games_played, now.peak_rating, now.season,
-                                       now.wins, now.draws, now.losses)
-            return
-        assert now is not None, f"player {pid} has stored matches but no current standing"
-        after = [r for _, r in rows[i:]]
-        first = after[0]
-        results = [r.result for r in after]
-        if first.sequence == 1:  # the player's first match: the state of a fresh row
-            active[pid] = Standing(first.rating_before, 0, first.rating_before, None, 0, 0, 0)
-            return
-        active[pid] = Standing(first.rating_before, first.sequence - 1,
-                               first.peak_before if first.peak_before is not None else first.rating_before,
-                               first.season_before, now.wins - results.count("win"),
-                               now.draws - results.count("draw"), now.losses - results.count("loss"))
-
-    out = Sweep({}, [], active)
-    for key, kind, i in merged:
-        pids: Sequence[str]
-        if kind == 0:
-            em = batch[i][2]
-            pids = em.player_ids()
-        else:
-            stored = later[i]
-            pids = [r.player_id for r in stored.rows]
-            if stored.match_id in gone:
-                for pid in pids:
-                    if pid not in active:
-                        enter(pid, key)
-                continue
-            if not any(pid in active for pid in pids):
-                continue
-            assert stored.payload is not None, "later_matches read without payloads"
-            em = to_engine(json.loads(stored.payload))
-        for pid in pids:
-            if pid not in active:
-                enter(pid, key)
-        peaks = [active[pid].peak_rating if pid in active else None for pid in pids]
-        seasons = [active[pid].season if pid in active else None for pid in pids]
-        before = dict(zip(pids, zip(peaks, seasons)))
-        _, changes = next(replay_changes([em], policy, active))
-        rated = Rated(changes, [active[c.player_id].games_played for c in changes],
-                      [before[c.player_id][0] for c in changes], [before[c.player_id][1] for c in changes])
-        if kind == 0:
-            out.batch[i] = rated
-        else:
-            out.rerated.append((later[i], rated))
-    return out
 
 
 def ledger_keys(conn: psycopg.Connection, seqs: Sequence[int]) -> dict[int, OrderKey]:

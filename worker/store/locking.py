@@ -1,11 +1,12 @@
-"""Store: the player row locks of the rating transaction, without head-of-line blocking (issue 15).
+"""Store: the player row locks of the rating transaction, without head-of-line blocking.
 
 A batch must not wait, with its other matches, for one player whose row another transaction holds
 (an operator's session, a frozen worker). :func:`lock_players` locks every row at once when none
 is busy, else waits a bounded time for them in the one global order, then takes the free rows and
-reports the ones it could not lock; :func:`deferred_matches` then
-picks the matches of the batch that must wait for a later transaction: those of a blocked player,
-and every later match of a player of a deferred match (per-player queue order within the batch).
+reports the ones it could not lock (as typed :class:`PlayerRow` values);
+:func:`engine.chronology.deferred_matches` then picks the matches of the batch that must wait for
+a later transaction: those of a blocked player, and every later match of a player of a deferred
+match (per-player queue order within the batch).
 :func:`record_lock_waits` keeps the waits per player for ``ratings doctor`` and the metrics.
 """
 
@@ -15,12 +16,41 @@ import random
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 import psycopg.errors
 
 Key = tuple[str, str]
 """A player row's key: (ladder, player_id)."""
+
+
+
+class PlayerRow(NamedTuple):
+    """A locked ``players`` row as the rating transaction reads it (the columns of :data:`_ROWS`,
+    in order): rating and peak in rating points, counts, the season of the last match, the events
+    not caused by a match (``rebuild_events``), the last finished_at and the last order key."""
+
+    ladder: str
+    player_id: str
+    rating: float
+    games_played: int
+    last_finished_at: datetime | None
+    peak_rating: float | None
+    season: str | None
+    rebuild_events: int
+    wins: int
+    draws: int
+    losses: int
+    last_order_at: datetime | None
+    last_order_match: str | None
+
+    @property
+    def key(self) -> Key:
+        """The row's key, (ladder, player_id)."""
+        return (self.ladder, self.player_id)
+
 
 _ROWS = """
     SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
@@ -82,10 +112,14 @@ class PlayerLocks:
     that were busy at first (``waits``, blocked ones included) and the total seconds spent locking
     (``seconds``)."""
 
-    rows: list[tuple] = field(default_factory=list)
+    rows: list[PlayerRow] = field(default_factory=list)
     blocked: set[Key] = field(default_factory=set)
     waits: dict[Key, float] = field(default_factory=dict)
     seconds: float = 0.0
+
+
+def _typed(rows: list[tuple]) -> list[PlayerRow]:
+    return list(map(PlayerRow._make, rows))
 
 
 def _set_lock_timeout(cur: psycopg.Cursor, ms: int) -> None:
@@ -150,8 +184,8 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
             # has not reached yet (which starved it, and made its matches late by thousands).
             # One statement: the queue lock first (an InitPlan, run before the scan), then the rows;
             # no row when the queue is held.
-            result.rows = cur.execute(_FAST_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall()
-            got = {(r[0], r[1]) for r in result.rows}
+            result.rows = _typed(cur.execute(_FAST_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall())
+            got = {r.key for r in result.rows}
             if len(got) < len(keys):
                 raise _Busy
     except _Busy:
@@ -172,7 +206,7 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
         try:
             with conn.transaction():
                 _set_lock_timeout(cur, min(wait_ms, UNQUEUED_WAIT_MS))
-                result.rows = cur.execute(_UNQUEUED_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall()
+                result.rows = _typed(cur.execute(_UNQUEUED_SELECT, (*args, QUEUE_LOCK_CLASS, ladders)).fetchall())
         except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected):
             # what is left of wait_ms, but never less than a remembered row's wait (a setting
             # below that: the setting); _wait_for's retries wait at least REMEMBERED_WAIT_MS each
@@ -192,12 +226,13 @@ def lock_players(cur: psycopg.Cursor, keys: Sequence[Key], wait_ms: int, lock_ti
         with conn.transaction():
             if queue and not stuck:
                 _wait_for(cur, _QUEUE, (QUEUE_LOCK_CLASS, ladders), wait_ms, lock_timeout_ms, waited_from, False)
-            result.rows = _wait_for(cur, _SELECT, args, min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms,
-                                    lock_timeout_ms, waited_from, remembered, out_of_order=not queue)
+            result.rows = _typed(_wait_for(cur, _SELECT, args,
+                                           min(wait_ms, REMEMBERED_WAIT_MS) if remembered else wait_ms,
+                                           lock_timeout_ms, waited_from, remembered, out_of_order=not queue))
     except (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected) as exc:
         waited = time.perf_counter() - waited_from
-        result.rows = cur.execute(_SELECT + " SKIP LOCKED", args).fetchall()
-        got = {(r[0], r[1]) for r in result.rows}
+        result.rows = _typed(cur.execute(_SELECT + " SKIP LOCKED", args).fetchall())
+        got = {r.key for r in result.rows}
         result.blocked = {k for k in keys if k not in got}
         # a cycle with other rating transactions: their rows are free within milliseconds of this
         # one giving up, so later batches should not treat them as held for long
@@ -350,20 +385,6 @@ def _forget(keys: Iterable[Key]) -> None:
             _blocked_until.pop(key, None)
 
 
-def deferred_matches(players_of: Sequence[Iterable[Key]], blocked: set[Key]) -> list[int]:
-    """Indices (queue order) of the matches to defer, given each match's player keys and the
-    ``blocked`` keys: a match with a blocked player, and every later match sharing a player with
-    a deferred match, so each player's matches of the batch are applied in queue order."""
-    tainted = set(blocked)
-    deferred: list[int] = []
-    for n, keys in enumerate(players_of):
-        keys = set(keys)
-        if keys & tainted:
-            tainted |= keys
-            deferred.append(n)
-    return deferred
-
-
 def record_lock_waits(cur: psycopg.Cursor, waits: dict[Key, float], deferred_by: dict[Key, int]) -> None:
     """Append one ``player_lock_waits`` row per player row the transaction found busy: the
     milliseconds waited and how many matches it deferred for it (``deferred_by``). Append-only
@@ -407,7 +428,19 @@ def hottest_lock_waits(conn: psycopg.Connection, window_seconds: float, limit: i
             ORDER BY sum(deferred_matches) DESC, sum(waited_ms) DESC, ladder, player_id LIMIT %s""",
         (float(window_seconds), int(limit)),
     ).fetchall()
-    return [HotPlayer(lad, pid, int(n), float(w), int(d), last.isoformat()) for lad, pid, n, w, d, last in rows]
+    return [HotPlayer(r.ladder, r.player_id, int(r.waits), float(r.waited_seconds), int(r.deferred_matches),
+                      r.last.isoformat()) for r in map(_HotRow._make, rows)]
+
+
+class _HotRow(NamedTuple):
+    """A row of :func:`hottest_lock_waits`'s query."""
+
+    ladder: str
+    player_id: str
+    waits: int
+    waited_seconds: float
+    deferred_matches: int
+    last: datetime
 
 
 # -- for the benchmark's locked run (worker/devtools/bench/hot_lock.py)

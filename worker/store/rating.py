@@ -9,80 +9,54 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from operator import attrgetter
+from typing import NamedTuple
 
 import psycopg
 
-from engine.replay import Standing
+from engine import FreeForAll, Match
+from engine.chronology import OrderKey, Rated, Sweep, affected_players, deferred_matches, order_key, sweep
 from worker.mapping import to_engine_match
 from worker.outcome import Handled, Outcome
-from worker.store.chronology import (
-    OrderKey,
-    Rated,
-    Sweep,
-    affected_players,
-    order_key,
-    sweep,
+from worker.store.batch import (  # noqa: F401  (the batch's types: re-exported)
+    BatchDeadLetter,
+    BatchEntry,
+    BatchMatch,
+    classify,
+    conflict_detail,
+    record_dead_letters,
+    record_duplicates,
 )
 from worker.store.connection import raise_if_connection_lost
-from worker.store.corrections import plan_corrections, record_correction, write_rating_rows
-from worker.store.dead_letters import _dead_letter_text
-from worker.store.events import (
-    correction_events_json,
-    event_id_for,
-    match_events_json,
+from worker.store.corrections import (  # noqa: F401  (LedgerRace, CorrectionGrew, MAX_LOCK_ROUNDS: re-exported)
+    MAX_LOCK_ROUNDS,
+    BatchPlayers,
+    CorrectionGrew,
+    CorrectionPlan,
+    CorrectionStart,
+    HistoryRow,
+    LedgerRace,
+    LedgerRow,
+    RatingRows,
+    changed_players,
+    keys_to_lock,
+    plan_corrections,
+    record_corrections,
+    settle_corrections,
+    write_rating_rows,
 )
-from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force, ladder_records
-from worker.store.locking import deferred_matches, lock_players, record_lock_waits
+from worker.store.events import event_id_for
+from worker.store.ladders import LadderPolicy
+from worker.store.locking import Key, PlayerLocks, lock_players, record_lock_waits
+from worker.store.players import Announced, Player, Players, last_keys
 from worker.store.transaction import (  # noqa: F401  (TransactionTimeouts, transaction_timeouts: re-exported)
     DEFAULT_TIMEOUTS,
+    LadderInForce,
     TransactionTimeouts,
+    lock_ladders,
     set_local_timeouts,
     transaction_timeouts,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class BatchMatch:
-    """A validated match of a batch: canonical JSON ``payload``, its sha256 ``payload_hash``, its
-    ladder's configured policy (``ladder_policy``), the Celery ``task_id`` of the message that carried it."""
-
-    payload: dict[str, Any]
-    payload_hash: str
-    finished_at: datetime
-    ladder_policy: LadderPolicy
-    task_id: str | None
-    raw_body: str | bytes | None = None
-    """The message as received (kept verbatim if it turns out to be a conflicting duplicate)."""
-    payload_json: str | None = None
-    """``payload`` as JSON text (the canonical JSON), if the caller has it: stored in the ledger."""
-
-
-@dataclass(frozen=True, slots=True)
-class BatchDeadLetter:
-    """A message of a batch that failed before the transaction (validation, or a permanent error of
-    its own): it becomes a dead letter (``reason_code``, ``detail``, the raw body as text or bytes)
-    in the batch's transaction."""
-
-    reason_code: str
-    detail: str
-    raw_body: str | bytes
-    match_id: str | None
-    task_id: str | None
-
-
-BatchEntry = BatchMatch | BatchDeadLetter
-
-
-class LedgerRace(Exception):
-    """A concurrent transaction committed a match id this batch was about to apply; the batch
-    rolled back and is classified again (the caller retries it)."""
-
-
-def conflict_detail(match_id: str, stored_hash: str, payload_hash: str) -> str:
-    """The dead-letter detail of a ``conflicting_duplicate``: what happened and what to change."""
-    return (f"match_id {match_id!r} was already applied with another payload (stored sha256 {stored_hash}, "
-            f"this one {payload_hash}); a match id must never be reused for a different match")
 
 
 def apply_batch(
@@ -96,7 +70,7 @@ def apply_batch(
 
     Returns each entry's :class:`worker.outcome.Handled` (same order) and the seconds spent waiting
     for the player row locks (None if no match was applied). Inside the one transaction
-    (DESIGN.md invariants 1, 4 and 5):
+    (exactly once, events, no deadlock):
 
     1. every match id is looked up in the ledger at once; each entry is classified in queue order
        against the ledger *and the entries before it*: a match id seen with the same payload is a
@@ -113,10 +87,13 @@ def apply_batch(
        transaction is *deferred* (:data:`worker.outcome.Outcome.DEFERRED`, reason ``player_locked``,
        the held rows in ``blocked_players``), and so is every later match of the batch sharing a
        player with a deferred one (per-player queue order); the busy rows' waits are appended to
-       ``player_lock_waits`` (issue 15);
-    3. each ladder's matches are rated in queue order by the engine's fold
-       (:func:`engine.replay.replay_changes`) over typed player states (:class:`engine.replay.Standing`),
-       so a player in several matches sees the earlier ones' results; each match gets its own
+       ``player_lock_waits``;
+    3. each ladder's matches are rated by the engine's fold over typed player states
+       (:class:`worker.store.players.Player`, whose :class:`engine.replay.Standing` the engine rates
+       from): in order-key order merged with the stored matches a late match's correction re-rates
+       (:func:`engine.chronology.sweep`; the same correction path as an annulment's,
+       :mod:`worker.store.corrections`), or in queue order on an arrival-order ladder, so a player
+       in several matches sees the earlier ones' results; each match gets its own
        ledger ``seq`` (queue order, after the locks), history rows, and typed
        :class:`schemas.RatingChanged` events whose per-player ``sequence`` grows by one per match;
     4. ledger, history and outbox rows, the players' new states and the ``NOTIFY`` go in one
@@ -155,122 +132,128 @@ def apply_batch(
     except psycopg.Error as exc:  # e.g. the session ended by idle_in_transaction_session_timeout
         raise_if_connection_lost(conn, exc)
         raise
-    return results, lock_wait  # type: ignore[return-value]
+    handled = [r for r in results if r is not None]
+    assert len(handled) == len(entries), "every entry of the batch ends with a result"
+    return handled, lock_wait
 
 
 def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry], stored: dict[str, tuple[str, str | None]],
                         results: list[Handled | None], limits: TransactionTimeouts) -> float | None:
     """Steps 1 to 4 of :func:`apply_batch` (``stored``: the batch's match ids already in the ledger,
     ``{match_id: (payload_hash, task_id)}``); fills ``results``; returns the lock wait in seconds."""
-
-    # 1. classify in queue order
-    seen_tasks: set[str] = set()
-    to_apply: list[int] = []
-    in_batch: dict[str, tuple[str, str | None]] = {}
-    redelivered_applied: list[str] = []
-    duplicates: list[int] = []
-    dead: list[tuple[int, str, str, str | bytes, str | None, str | None]] = []
-    for i, entry in enumerate(entries):
-        task_id = entry.task_id
-        if task_id is not None:
-            if task_id in seen_tasks:  # the same message twice in one batch (requeued meanwhile)
-                results[i] = Handled(Outcome.REDELIVERED, None, entry.match_id if isinstance(entry, BatchDeadLetter)
-                                     else entry.payload["match_id"])
-                continue
-            seen_tasks.add(task_id)
-        if isinstance(entry, BatchDeadLetter):
-            dead.append((i, entry.reason_code, entry.detail, entry.raw_body, entry.match_id, task_id))
-            continue
-        match_id = entry.payload["match_id"]
-        prior = in_batch.get(match_id) or stored.get(match_id)
-        if prior is None:
-            in_batch[match_id] = (entry.payload_hash, task_id)
-            to_apply.append(i)
-            continue
-        prior_hash, applied_by = prior
-        if task_id is not None and applied_by == task_id:
-            redelivered_applied.append(match_id)
-            results[i] = Handled(Outcome.REDELIVERED, None, match_id, entry.payload["ladder"])
-        elif prior_hash != entry.payload_hash:
-            raw = entry.raw_body if entry.raw_body is not None else json.dumps(entry.payload, ensure_ascii=False)
-            dead.append((i, "conflicting_duplicate", conflict_detail(match_id, prior_hash, entry.payload_hash),
-                         raw, match_id, task_id))
-        else:
-            duplicates.append(i)
-
+    sorted_out = classify(entries, stored, results)
+    to_apply = sorted_out.to_apply
     lock_wait = _apply_matches(
         cur, [e for i in to_apply if isinstance(e := entries[i], BatchMatch)], to_apply, results,
         limits) if to_apply else None
-
-    # the other outcomes, one statement each
-    if duplicates:
-        rows = cur.execute(
-            """INSERT INTO duplicate_deliveries (match_id, task_id)
-               SELECT m, t FROM unnest(%b::text[], %b::text[]) WITH ORDINALITY AS u(m, t, n) ORDER BY n
-               ON CONFLICT (task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING task_id""",
-            ([entries[i].payload["match_id"] for i in duplicates], [entries[i].task_id for i in duplicates]),
-        ).fetchall()
-        recorded = {t for (t,) in rows}
-        for i in duplicates:
-            entry = entries[i]
-            outcome = Outcome.DUPLICATE if entry.task_id is None or entry.task_id in recorded else Outcome.REDELIVERED
-            results[i] = Handled(outcome, None, entry.payload["match_id"], entry.payload["ladder"])
-    if dead:
-        texts = [_dead_letter_text(raw) for _, _, _, raw, _, _ in dead]
-        rows = cur.execute(
-            """INSERT INTO dead_letters (reason_code, detail, match_id, raw_body, raw_encoding, task_id)
-               SELECT r, d, m, b, e, t
-                 FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
-                      WITH ORDINALITY AS u(r, d, m, b, e, t, n) ORDER BY n
-               ON CONFLICT (task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING task_id""",
-            ([d[1] for d in dead], [d[2].replace("\x00", "\\x00") for d in dead], [d[4] for d in dead],
-             [t for t, _ in texts], [e for _, e in texts], [d[5] for d in dead]),
-        ).fetchall()
-        recorded = {t for (t,) in rows}
-        for i, reason, _detail, _raw, match_id, task_id in dead:
-            results[i] = (Handled(Outcome.DEAD_LETTER, reason, match_id) if task_id is None or task_id in recorded
-                          else Handled(Outcome.REDELIVERED, reason, match_id))
-    if redelivered_applied:
+    record_duplicates(cur, entries, sorted_out.duplicates, results)
+    record_dead_letters(cur, sorted_out.dead, results)
+    if sorted_out.redelivered_applied:
         cur.execute(
             """UPDATE ledger l SET redeliveries = l.redeliveries + u.n
                  FROM (SELECT m, count(*)::int AS n FROM unnest(%b::text[]) AS m GROUP BY m) AS u
                 WHERE l.match_id = u.m""",
-            (redelivered_applied,),
+            (sorted_out.redelivered_applied,),
         )
     return lock_wait
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A match of the batch to apply: its ``entry``, the engine's ``match`` and its ``players``,
+    its place in the results (``position``), its order key (``key``, None on an arrival-order
+    ladder), whether it is ``late`` and placed ``at_end``, and what the engine made of it."""
+
+    entry: BatchMatch
+    match: Match | FreeForAll
+    position: int
+    ladder: str
+    match_id: str
+    players: tuple[str, ...]
+    key: OrderKey | None = None
+    late: bool = False
+    at_end: bool = False
+    rated: Rated | None = None
+
+    @classmethod
+    def of(cls, entry: BatchMatch, position: int) -> _Pending:
+        match = to_engine_match(entry.payload)
+        return cls(entry, match, position, entry.payload["ladder"], entry.payload["match_id"], match.player_ids())
+
+    def keys(self) -> list[Key]:
+        """The match's player rows, (ladder, player_id)."""
+        return [(self.ladder, pid) for pid in self.players]
+
+
 def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: list[int],
                    results: list[Handled | None], limits: TransactionTimeouts) -> float:
-    """Steps 2 to 4 of :func:`apply_batch` for the matches to apply (queue order); fills ``results``
-    at ``positions``; returns the lock wait in seconds. Raises :class:`LedgerRace`, and
-    :class:`CorrectionGrew` (a subclass) when the players a correction touches grew between the read
-    before the locks and the read under them."""
-    engine_matches = [to_engine_match(m.payload) for m in matches]
+    """Steps 2 to 4 of :func:`apply_batch` for the matches to apply (queue order): lock, plan, rate,
+    build the rows, write. Fills ``results`` at ``positions``; returns the lock wait in seconds.
+    Raises :class:`LedgerRace`, and :class:`CorrectionGrew` (a subclass) when a correction's players
+    cannot all be locked."""
+    pending = [_Pending.of(m, p) for m, p in zip(matches, positions)]
+    # lock: the ladders, then the players (and those a late match's correction re-rates)
+    ladders, received_at = lock_ladders(cur, _configured(pending))
+    _stamp_order_keys(pending, ladders, received_at)
+    locks = _lock_players(cur, pending, ladders, limits)
+    pending = _defer_blocked(cur, pending, locks, results)
+    if not pending:
+        return locks.players.seconds
+    # plan: the corrections again under the locks; which matches are late, which go at the end
+    players = {row.key: Player.from_row(row) for row in locks.players.rows}
+    plans = settle_corrections(cur, players, lambda now: _late_starts(pending, last_keys(now), limits),
+                               _batch_players(pending), ladders, limits)
+    _place_late(pending, players, plans, received_at)
+    # rate, build the rows, write
+    sweeps = _rate(pending, players, plans, ladders)
+    rows = _build_rows(cur, pending, players, plans, sweeps, ladders, received_at, results)
+    _write(cur, rows, pending, results)
+    return locks.players.seconds
+
+
+def _stamp_order_keys(pending: Sequence[_Pending], ladders: dict[str, LadderInForce], received_at: datetime) -> None:
+    """Give each match of a chronological ladder its order key (:func:`engine.chronology.order_key`)."""
+    for p in pending:
+        if ladders[p.ladder].chronological:
+            p.key = order_key(p.entry.finished_at, received_at, p.match_id)
+
+
+def _configured(pending: Sequence[_Pending]) -> dict[str, LadderPolicy]:
+    """Each ladder's configured policy, as the batch's first match of it carried it."""
     configured: dict[str, LadderPolicy] = {}
-    keys: set[tuple[str, str]] = set()
-    for m, em in zip(matches, engine_matches):
-        ladder = m.payload["ladder"]
-        configured.setdefault(ladder, m.ladder_policy)
-        keys.update((ladder, pid) for pid in em.player_ids())
-    ladders = sorted(configured)
-    # A rebuild of a ladder holds the exclusive form while it switches over; the policy in force,
-    # the history generation and the replay order are read after the lock (a fresh snapshot).
-    received_at = cur.execute(
-        "SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))), now() FROM unnest(%b::text[]) AS l",
-        (LADDER_LOCK_CLASS, ladders)).fetchone()[1]
-    records = ladder_records(cur, ladders)
-    in_force = {ladder: ladder_in_force(cur, ladder, configured[ladder].policy, configured[ladder].content, records)
-                for ladder in ladders}
-    policies = {ladder: policy for ladder, (policy, _, _) in in_force.items()}
-    chronological = {ladder for ladder, (_, _, order) in in_force.items() if order != "applied"}
-    match_keys: list[OrderKey | None] = [
-        order_key(m.finished_at, received_at, m.payload["match_id"]) if m.payload["ladder"] in chronological
-        else None for m in matches]
-    order = sorted(keys)  # (ladder, player_id): Python compares code points, as COLLATE "C" (UTF-8 bytes)
-    # Creates the missing rows and reads, without locks, the last order key of the batch's players:
-    # a late match's correction reads the players it will touch before locking them all in order.
-    last_keys = {(lad, pid): (at, mid) for lad, pid, at, mid in cur.execute(
+    for p in pending:
+        configured.setdefault(p.ladder, p.entry.ladder_policy)
+    return configured
+
+
+@dataclass(slots=True)
+class _Locked:
+    """What :func:`_lock_players` got: the ``players`` locks and the corrections planned before them."""
+
+    players: PlayerLocks
+    plans: dict[str, CorrectionPlan]
+
+
+def _lock_players(cur: psycopg.Cursor, pending: Sequence[_Pending], ladders: dict[str, LadderInForce],
+                  limits: TransactionTimeouts) -> _Locked:
+    """Create the missing player rows, plan the corrections from the rows as committed (no lock,
+    no history rows read: only which players they touch), then lock the batch's players and those
+    (:func:`worker.store.locking.lock_players`). Rows another transaction holds are waited for a
+    bounded time, then reported blocked: never the whole batch behind one player."""
+    batch_keys = {key for p in pending for key in p.keys()}
+    last_keys = _create_players(cur, sorted(batch_keys), ladders)
+    plans = plan_corrections(cur, _late_starts(pending, last_keys, limits), _batch_players(pending), ladders,
+                             payloads=False)
+    locks = lock_players(cur, sorted(batch_keys | keys_to_lock(plans)), limits.player_lock_wait_ms,
+                         limits.lock_timeout_ms)
+    return _Locked(locks, plans)
+
+
+def _create_players(cur: psycopg.Cursor, keys: list[Key], ladders: dict[str, LadderInForce]) -> dict[Key, OrderKey]:
+    """Create the missing rows of ``keys`` (sorted, at their policy's initial rating) and read,
+    without locks, the last order key of those that have one: a late match's correction reads the
+    players it will touch before locking them all in order. One statement."""
+    return {(r.ladder, r.player_id): (r.last_order_at, r.last_order_match) for r in map(_LastKey._make, cur.execute(
         """
         WITH u AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[]) AS u(l, p, r)),
              ins AS (INSERT INTO players (ladder, player_id, rating, peak_rating)
@@ -284,208 +267,213 @@ def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: li
                  SELECT * FROM players x WHERE x.ladder = u.l AND x.player_id = u.p AND x.last_order_at IS NOT NULL
                  OFFSET 0) AS x
         """,
-        ([k[0] for k in order], [k[1] for k in order], [float(policies[k[0]].initial_for(k[1])) for k in order]),
-    )}
-    plans = plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force,
-                             limits.correction_max_matches, payloads=False)
-    extra = sorted({(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - keys)
-    # Rows another transaction holds are waited for a bounded time, then their matches deferred
-    # (worker/store/locking.py): never the whole batch behind one player.
-    locks = lock_players(cur, sorted(keys | set(extra)), limits.player_lock_wait_ms, limits.lock_timeout_ms)
-    rows, lock_wait = locks.rows, locks.seconds
-    if locks.blocked:
-        # A match from a correction's start on needs every row the correction re-rates because of
-        # it (its players and the stored matches after the start that share one with them, as
-        # affected_players reckons for the whole batch), not the rows the batch's other matches
-        # bring in: it waits with the matches sharing them, the rest of the ladder goes on.
-        def rows_of(m: BatchMatch, em: Any, key: OrderKey | None) -> list[tuple[str, str]]:
-            ladder = m.payload["ladder"]
-            plan = plans.get(ladder)
-            touched = set(em.player_ids())
-            if plan is not None and key is not None and key >= plan.since:
-                touched = affected_players([(key, touched)], plan.later, plan.since)
-            return [(ladder, pid) for pid in touched]
+        # (ladder, player_id) sorted: Python compares code points, as COLLATE "C" (UTF-8 bytes)
+        ([k[0] for k in keys], [k[1] for k in keys], [float(ladders[k[0]].policy.initial_for(k[1])) for k in keys]),
+    ))}
 
-        deferred = set(deferred_matches([rows_of(m, em, k) for m, em, k in zip(matches, engine_matches, match_keys)],
-                                        locks.blocked))
-        deferred_by: dict[tuple[str, str], int] = {}
-        for n in sorted(deferred):
-            m = matches[n]
-            blockers = sorted({(m.payload["ladder"], pid) for pid in engine_matches[n].player_ids()} & locks.blocked)
-            for key in blockers:
-                deferred_by[key] = deferred_by.get(key, 0) + 1
-            results[positions[n]] = Handled(Outcome.DEFERRED, "player_locked", m.payload["match_id"],
-                                            m.payload["ladder"],
-                                            blocked_players=tuple(f"{lad}/{pid}" for lad, pid in blockers))
-        keep = [n for n in range(len(matches)) if n not in deferred]
-        matches = [matches[n] for n in keep]
-        engine_matches = [engine_matches[n] for n in keep]
-        positions = [positions[n] for n in keep]
-        match_keys = [match_keys[n] for n in keep]
-        record_lock_waits(cur, locks.waits, deferred_by)
-        if not matches:
-            return lock_wait
-    else:
-        record_lock_waits(cur, locks.waits, {})
-    # Typed player states per ladder, and what the engine does not track: the last finished_at, the
-    # last order key, and the extra events (a player's event sequence is games played + extra events:
-    # rebuild and correction events).
-    # Under the locks: the corrections again, from what is committed now. Players a correction now
-    # needs beyond those locked (matches committed between the read and the locks) are locked too,
-    # out of the global order (a deadlock, if it happens, is a transient error retried), until the
-    # set stops growing: retrying the whole batch instead would race the other workers again.
-    locked = {(r[0], r[1]) for r in rows}
-    for _ in range(MAX_LOCK_ROUNDS):
-        last_keys = {(r[0], r[1]): (r[11], r[12]) for r in rows if r[11] is not None}
-        plans = plan_corrections(cur, matches, engine_matches, match_keys, last_keys, in_force,
-                                 limits.correction_max_matches, {(r[0], r[1]): r[3] for r in rows})
-        grown = {(lad, pid) for lad, plan in plans.items() for pid in plan.affected} - locked
-        if not grown:
-            break
-        # queue=False: this transaction holds its ladders' queue lock already (shared or exclusive);
-        # asking for it exclusively again while peers hold it shared could close a cycle with them
-        more = lock_players(cur, sorted(grown), limits.player_lock_wait_ms, limits.lock_timeout_ms, queue=False)
-        if more.blocked:
-            raise CorrectionGrew(f"a correction needs {len(more.blocked)} player row(s) another transaction holds")
-        rows = rows + more.rows
-        locked |= grown
-    else:
-        raise CorrectionGrew(f"the players a correction needs kept growing ({MAX_LOCK_ROUNDS} rounds)")
-    standings: dict[str, dict[str, Standing]] = {ladder: {} for ladder in ladders}
-    last_finished: dict[tuple[str, str], datetime | None] = {}
-    extra_events: dict[tuple[str, str], int] = {}
-    for lad, pid, rating, games, last, peak, season, rebuilds, wins, draws, losses, _at, _mid in rows:
-        standings[lad][pid] = Standing(rating, games, peak, season, wins, draws, losses)
-        last_finished[(lad, pid)] = last
-        extra_events[(lad, pid)] = rebuilds
 
-    # Late matches: one that finished before an applied match of one of its players (arrival
-    # order), or whose order key is below a player's last one (chronological). Past the bound they
-    # go at the end: their order key becomes the end of their players' histories.
-    late_flags: list[bool] = []
-    at_end_flags: list[bool] = []
-    end_at: dict[str, datetime] = {}
-    for n, (m, em, mkey) in enumerate(zip(matches, engine_matches, match_keys)):
-        ladder = m.payload["ladder"]
-        pids = em.player_ids()
-        if mkey is None:
-            late = any(last is not None and m.finished_at < last
-                       for last in (last_finished[(ladder, p)] for p in pids))
-        else:
-            late = any((ladder, p) in last_keys and mkey < last_keys[(ladder, p)] for p in pids)
-        plan = plans.get(ladder)
-        at_end = late and plan is not None and plan.at_end
-        if at_end:
-            after = max([received_at, end_at.get(ladder, received_at)]
-                        + [last_keys[(ladder, p)][0] + _TICK for p in pids if (ladder, p) in last_keys])
-            end_at[ladder] = after
-            match_keys[n] = (after, m.payload["match_id"])
-        late_flags.append(late)
-        at_end_flags.append(at_end)
+class _LastKey(NamedTuple):
+    """A row of :func:`_create_players`: a player's last order key."""
 
-    # 3. rate each ladder's matches: in order key order (chronological) merged with the stored matches
-    # a late match affects, or in queue order (arrival order)
-    by_ladder: dict[str, list[int]] = {ladder: [] for ladder in ladders}
-    for n, m in enumerate(matches):
-        by_ladder[m.payload["ladder"]].append(n)
-    rated: list[Rated | None] = [None] * len(matches)
-    sweeps: dict[str, Sweep] = {}
-    for ladder, numbers in by_ladder.items():
-        if ladder in chronological:
-            numbers.sort(key=lambda n: match_keys[n])  # type: ignore[arg-type, return-value]
-        plan = plans.get(ladder)
-        done = sweep(policies[ladder], [(n, match_keys[n], engine_matches[n]) for n in numbers],
-                     plan.later if plan is not None and not plan.at_end else [], standings[ladder], to_engine_match)
-        sweeps[ladder] = done
-        for i, n in enumerate(numbers):
-            rated[n] = done.batch[i]
-    ledger_rows: list[tuple] = []
-    new_keys = dict(last_keys)
-    for m, em, mkey, late, at_end in zip(matches, engine_matches, match_keys, late_flags, at_end_flags):
-        ladder = m.payload["ladder"]
-        finished_at = m.finished_at
-        if mkey is not None:
-            for pid in em.player_ids():
-                if (ladder, pid) not in new_keys or mkey > new_keys[(ladder, pid)]:
-                    new_keys[(ladder, pid)] = mkey
-        for pid in em.player_ids():
-            last = last_finished[(ladder, pid)]
-            if last is None or finished_at > last:
-                last_finished[(ladder, pid)] = finished_at
-        ledger_rows.append((m.payload["match_id"], ladder, m.payload_hash,
-                            m.payload_json or json.dumps(m.payload, ensure_ascii=False, separators=(",", ":")),
-                            finished_at, mkey[0] if mkey is not None else min(finished_at, received_at),
-                            late, at_end, m.task_id, policies[ladder].version or None,
-                            json.dumps(em.player_ids(), ensure_ascii=False)))
+    ladder: str
+    player_id: str
+    last_order_at: datetime
+    last_order_match: str
 
-    occurred_at = datetime.now(UTC)
-    history: list[tuple] = []
-    events: list[dict[str, Any]] = []
-    announced: dict[tuple[str, str], tuple[float, int, int]] = {}  # rating, games, sequence last announced
-    for ladder in ladders:
-        for pid, st in standings[ladder].items():
-            key = (ladder, pid)
-            announced[key] = (st.rating, st.games_played, st.games_played + extra_events.get(key, 0))
-    order_in_ladder = sorted(range(len(matches)), key=lambda n: (matches[n].payload["ladder"],
-                                                                 match_keys[n] or (received_at, ""), n))
-    for n in order_in_ladder:
-        m, got, late, at_end = matches[n], rated[n], late_flags[n], at_end_flags[n]
-        assert got is not None
-        match_id = m.payload["match_id"]
-        ladder = m.payload["ladder"]
-        generation = in_force[ladder][1]
-        version = policies[ladder].version or None
-        for change, sequence, peak, season in zip(got.changes, got.games, got.peaks_before, got.seasons_before):
-            event_id = event_id_for(match_id, change.player_id)
-            history.append((None, match_id, ladder, change.player_id, sequence, float(change.rating_before),
-                            float(change.rating_after), float(change.expected_score), float(change.actual_score),
-                            float(change.k_factor), change.result, event_id, occurred_at, generation, version,
-                            peak, season))
-            key = (ladder, change.player_id)
-            _, games, number = announced[key]
-            announced[key] = (change.rating_after, games + 1, number + 1)
-            events.append({
-                "event_id": event_id, "match_id": match_id, "ladder": ladder, "change": change,
-                "sequence": number + 1, "games_played": games + 1, "out_of_order": late,
-            })
-        results[positions[n]] = Handled(Outcome.APPLIED, None, match_id, ladder, late, 0, got.changes,
-                                        placed_at_end=at_end)
-    corrections: list[dict[str, Any]] = []
-    superseded: list[tuple[int, int]] = []
-    for ladder in ladders:
-        done = sweeps[ladder]
-        if not done.rerated:
+
+def _late_starts(pending: Sequence[_Pending], last_keys: dict[Key, OrderKey],
+                 limits: TransactionTimeouts) -> list[CorrectionStart]:
+    """Per chronological ladder with a late match (its order key below the last key of one of its
+    players in ``last_keys``): where its correction starts, the earliest late match."""
+    since: dict[str, tuple[OrderKey, str]] = {}
+    for p in pending:
+        key = p.key
+        if key is None or not any(key < last_keys.get((p.ladder, pid), key) for pid in p.players):
             continue
-        plan = plans[ladder]
-        record_correction(cur, ladder, plan.cause, "late", done, announced, in_force[ladder][1],
-                          policies[ladder].version or None, occurred_at, history, corrections, superseded)
-        for n in by_ladder[ladder]:
-            if results[positions[n]] is not None and matches[n].payload["match_id"] == plan.cause:
-                results[positions[n]] = dataclasses.replace(results[positions[n]],  # type: ignore[type-var]
-                                                           rerated=len(done.rerated))
-    outbox = match_events_json(events, occurred_at) + correction_events_json(corrections, occurred_at)
-    touched = sorted({(lad, pid) for lad in ladders for pid in sweeps[lad].standings})
-    players = [(lad, pid, sweeps[lad].standings[pid], last_finished.get((lad, pid)), new_keys.get((lad, pid)),
-                announced[(lad, pid)][2] - sweeps[lad].standings[pid].games_played) for lad, pid in touched]
-    # 4. one statement writes it all; the ledger's seq (apply order) is taken in queue order, after the locks
-    owners = [e["match_id"] for e in events] + [None] * len(corrections)  # a correction's: stored matches
-    seqs = write_rating_rows(cur, history, list(zip([e["event_id"] for e in events + corrections], outbox, owners)),
-                             superseded, players, ledger_rows)
-    if len(seqs) != len(ledger_rows):  # a concurrent delivery of one of these match ids won
-        raise LedgerRace(f"{len(ledger_rows) - len(seqs)} match id(s) committed concurrently")
-    for n, position in enumerate(positions):
-        results[position] = dataclasses.replace(results[position],  # type: ignore[type-var]
-                                                seq=seqs[matches[n].payload["match_id"]])
-    return lock_wait
+        if p.ladder not in since or key < since[p.ladder][0]:
+            since[p.ladder] = (key, p.match_id)
+    return [CorrectionStart(ladder, cause, key, "late", limits.correction_max_matches)
+            for ladder, (key, cause) in since.items()]
 
 
-MAX_LOCK_ROUNDS = 10
-"""Rounds of extra player locks a correction may take under the locks before the batch runs again."""
+def _batch_players(pending: Sequence[_Pending]) -> BatchPlayers:
+    """Per ladder, the (order key, player ids) of the batch's matches on a chronological ladder."""
+    out: dict[str, list[tuple[OrderKey, tuple[str, ...]]]] = {}
+    for p in pending:
+        if p.key is not None:
+            out.setdefault(p.ladder, []).append((p.key, p.players))
+    return out
+
+
+def _defer_blocked(cur: psycopg.Cursor, pending: list[_Pending], locks: _Locked,
+                   results: list[Handled | None]) -> list[_Pending]:
+    """Defer the matches that need a row another transaction still holds
+    (:func:`engine.chronology.deferred_matches`), record the lock waits, and return the matches
+    left to apply.
+
+    A match from a correction's start on needs every row the correction re-rates because of it (its
+    players and the stored matches after the start that share one with them), not the rows the
+    batch's other matches bring in: it waits with the matches sharing them, the rest of the ladder
+    goes on."""
+    blocked = locks.players.blocked
+    if not blocked:
+        record_lock_waits(cur, locks.players.waits, {})
+        return pending
+
+    def rows_of(p: _Pending) -> list[Key]:
+        plan = locks.plans.get(p.ladder)
+        touched: set[str] = set(p.players)
+        if plan is not None and p.key is not None and p.key >= plan.since:
+            touched = affected_players([(p.key, touched)], plan.later, plan.since)
+        return [(p.ladder, pid) for pid in touched]
+
+    deferred = set(deferred_matches([rows_of(p) for p in pending], blocked))
+    deferred_by: dict[Key, int] = {}
+    for n in sorted(deferred):
+        p = pending[n]
+        blockers = sorted(set(p.keys()) & blocked)
+        for key in blockers:
+            deferred_by[key] = deferred_by.get(key, 0) + 1
+        results[p.position] = Handled(Outcome.DEFERRED, "player_locked", p.match_id, p.ladder,
+                                      blocked_players=tuple(f"{lad}/{pid}" for lad, pid in blockers))
+    record_lock_waits(cur, locks.players.waits, deferred_by)
+    return [p for n, p in enumerate(pending) if n not in deferred]
+
+
+def _place_late(pending: Sequence[_Pending], players: Players, plans: dict[str, CorrectionPlan],
+                received_at: datetime) -> None:
+    """Mark the late matches: one that finished before an applied match of one of its players
+    (arrival order), or whose order key is below a player's last one (chronological). Past the
+    correction's bound they go at the end: their order key becomes the end of their players'
+    histories (after the later of ``received_at`` and their players' last keys)."""
+    end_at: dict[str, datetime] = {}
+    for p in pending:
+        mine = [players[key] for key in p.keys()]
+        if p.key is None:
+            last_finished = [pl.last_finished_at for pl in mine]
+            p.late = any(last is not None and p.entry.finished_at < last for last in last_finished)
+        else:
+            p.late = any(pl.last_key is not None and p.key < pl.last_key for pl in mine)
+        plan = plans.get(p.ladder)
+        p.at_end = p.late and plan is not None and plan.at_end
+        if p.at_end:
+            after = max([received_at, end_at.get(p.ladder, received_at)]
+                        + [pl.last_key[0] + _TICK for pl in mine if pl.last_key is not None])
+            end_at[p.ladder] = after
+            p.key = (after, p.match_id)
+
+
+def _rate(pending: Sequence[_Pending], players: Players, plans: dict[str, CorrectionPlan],
+          ladders: dict[str, LadderInForce]) -> dict[str, Sweep]:
+    """Step 3: rate each ladder's matches with the engine, in order key order (chronological) merged
+    with the stored matches a correction re-rates (:func:`engine.chronology.sweep`), or in queue
+    order (arrival order), from the locked players' states. The sweep of each ladder, its batch
+    entries by index in that order."""
+    sweeps: dict[str, Sweep] = {}
+    for ladder, in_force in ladders.items():
+        mine = [p for p in pending if p.ladder == ladder]
+        if in_force.chronological:
+            mine.sort(key=attrgetter("key"))  # every match of a chronological ladder has its key
+        plan = plans.get(ladder)
+        current = {key[1]: pl.standing for key, pl in players.items() if key[0] == ladder}
+        sweeps[ladder] = sweep(in_force.policy, [(n, p.key, p.match) for n, p in enumerate(mine)],
+                               plan.later if plan is not None and not plan.at_end else [], current,
+                               to_engine_match)
+        for n, p in enumerate(mine):
+            p.rated = sweeps[ladder].batch[n]
+    return sweeps
+
+
+def _build_rows(cur: psycopg.Cursor, pending: Sequence[_Pending], players: Players,
+                plans: dict[str, CorrectionPlan], sweeps: dict[str, Sweep], ladders: dict[str, LadderInForce],
+                received_at: datetime, results: list[Handled | None]) -> RatingRows:
+    """What the transaction writes: the ledger rows, the matches' history rows and events, each
+    correction's rows and events (its ``corrections`` row is inserted here: its id keys them) and the
+    players' new states. Sets each applied match's result (its ledger seq comes with the write)."""
+    rows = _ledger_rows(pending, players, ladders, received_at)
+    rows.occurred_at = datetime.now(UTC)
+    announced = {key: p.announced() for key, p in players.items()}
+    _match_rows(pending, sweeps, announced, ladders, rows, results, received_at)
+    for ladder in record_corrections(cur, plans, sweeps, announced, ladders, rows):
+        _count_rerated(pending, plans[ladder], len(sweeps[ladder].rerated), results)
+    rows.players = changed_players(players, sweeps, announced)
+    return rows
+
+
+def _ledger_rows(pending: Sequence[_Pending], players: Players, ladders: dict[str, LadderInForce],
+                 received_at: datetime) -> RatingRows:
+    """The batch's ledger rows (queue order), and each player's last finished_at and order key
+    moved on by its matches."""
+    rows = RatingRows()
+    for p in pending:
+        for key in p.keys():
+            player = players[key]
+            if p.key is not None and (player.last_key is None or p.key > player.last_key):
+                player.last_key = p.key
+            if player.last_finished_at is None or p.entry.finished_at > player.last_finished_at:
+                player.last_finished_at = p.entry.finished_at
+        m = p.entry
+        rows.ledger.append(LedgerRow(
+            p.match_id, p.ladder, m.payload_hash,
+            m.payload_json or json.dumps(m.payload, ensure_ascii=False, separators=(",", ":")), m.finished_at,
+            p.key[0] if p.key is not None else min(m.finished_at, received_at), p.late, p.at_end, m.task_id,
+            ladders[p.ladder].policy.version or None, json.dumps(p.players, ensure_ascii=False)))
+    return rows
+
+
+def _match_rows(pending: Sequence[_Pending], sweeps: dict[str, Sweep], announced: dict[Key, Announced],
+                ladders: dict[str, LadderInForce], rows: RatingRows, results: list[Handled | None],
+                received_at: datetime) -> None:
+    """The batch's history rows and ``match`` events (by ladder, in order key order, then queue
+    order), each player's event ``sequence`` growing by one per match from what it was last
+    announced (``announced``, updated); each match's result (applied)."""
+    order = sorted(range(len(pending)), key=lambda n: (pending[n].ladder, pending[n].key or (received_at, ""), n))
+    for n in order:
+        p = pending[n]
+        got = p.rated
+        assert got is not None
+        in_force = ladders[p.ladder]
+        version = in_force.policy.version or None
+        for change, sequence, peak, season in zip(got.changes, got.games, got.peaks_before, got.seasons_before):
+            event_id = event_id_for(p.match_id, change.player_id)
+            rows.history.append(HistoryRow(
+                None, p.match_id, p.ladder, change.player_id, sequence, float(change.rating_before),
+                float(change.rating_after), float(change.expected_score), float(change.actual_score),
+                float(change.k_factor), change.result, event_id, rows.occurred_at, in_force.generation, version,
+                peak, season))
+            key = (p.ladder, change.player_id)
+            told = announced[key]
+            announced[key] = Announced(change.rating_after, told.games + 1, told.sequence + 1)
+            rows.match_events.append({
+                "event_id": event_id, "match_id": p.match_id, "ladder": p.ladder, "change": change,
+                "sequence": told.sequence + 1, "games_played": told.games + 1, "out_of_order": p.late,
+            })
+        results[p.position] = Handled(Outcome.APPLIED, None, p.match_id, p.ladder, p.late, 0, got.changes,
+                                      placed_at_end=p.at_end)
+
+
+def _count_rerated(pending: Sequence[_Pending], plan: CorrectionPlan, rerated: int,
+                   results: list[Handled | None]) -> None:
+    """The result of the match that caused a correction carries the stored matches it re-rated."""
+    for p in pending:
+        handled = results[p.position]
+        if handled is not None and p.match_id == plan.cause:
+            results[p.position] = dataclasses.replace(handled, rerated=rerated)
+
+
+def _write(cur: psycopg.Cursor, rows: RatingRows, pending: Sequence[_Pending], results: list[Handled | None]) -> None:
+    """Step 4: one statement writes it all (:func:`worker.store.corrections.write_rating_rows`);
+    the ledger's seq (apply order) is taken in queue order, after the locks, and set on each
+    match's result. Raises :class:`LedgerRace` when a concurrent delivery of one of these match ids
+    committed first."""
+    seqs = write_rating_rows(cur, rows)
+    if len(seqs) != len(rows.ledger):
+        raise LedgerRace(f"{len(rows.ledger) - len(seqs)} match id(s) committed concurrently")
+    for p in pending:
+        handled = results[p.position]
+        assert handled is not None
+        results[p.position] = dataclasses.replace(handled, seq=seqs[p.match_id])
+
 
 _TICK = timedelta(microseconds=1)
 """PostgreSQL's timestamp resolution: a match placed at the end goes this much after its players' last."""
-
-
-class CorrectionGrew(LedgerRace):
-    """Under the locks, a correction found it must re-rate players it had not locked (matches
-    committed between its first read and its locks): the batch rolls back and runs again."""

@@ -1,16 +1,23 @@
-"""Store: the rating transaction's own settings, applied with ``SET LOCAL`` in its first statement.
+"""Store: the rating transaction's own settings, applied with ``SET LOCAL`` in its first statement,
+and its ladder locks.
 
 Timeouts and keepalives (:class:`TransactionTimeouts`), the planner settings (:data:`KEYED_PLANS`),
-and the ledger lookup that shares their round trip (:func:`set_local_timeouts`). Nothing outlives
+the ledger lookup that shares their round trip (:func:`set_local_timeouts`), and the ladders'
+shared lock with the policy in force read after it (:func:`lock_ladders`), for rating and
+annulment alike. Nothing outlives
 the transaction: no session state, so a connection may come through PgBouncer in transaction mode."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import psycopg
 
+from engine import RatingPolicy
+from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force, ladder_records
 from worker.store.locking import RATING_APPLICATION
 
 
@@ -118,7 +125,15 @@ def set_local_timeouts(cur: psycopg.Cursor, timeouts: TransactionTimeouts | None
         "SELECT count(set_config(n, v, true)), (SELECT array_agg(ARRAY[match_id, payload_hash, task_id]) "
         "FROM ledger WHERE match_id = ANY(%b)) FROM unnest(%b::text[], %b::text[]) AS s(n, v)",
         (list(match_ids), names, values), prepare=False).fetchone()
-    return {mid: (h, t) for mid, h, t in (row[1] or [])}
+    return {mid: (h, t) for mid, h, t in (one_row(row)[1] or [])}
+
+
+def one_row(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, ``SHOW``, a ``RETURNING`` of
+    one inserted row). Raises ``psycopg.DataError`` if it returned none."""
+    if row is None:
+        raise psycopg.DataError("a statement that returns one row returned none")
+    return row
 
 
 def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts) -> tuple[str, str]:
@@ -126,6 +141,42 @@ def transaction_timeouts(conn: psycopg.Connection, timeouts: TransactionTimeouts
     ``timeouts`` as the rating transaction does (rolled back; for checks and tests)."""
     with conn.transaction(force_rollback=True), conn.cursor() as cur:
         set_local_timeouts(cur, timeouts)
-        lock = cur.execute("SHOW lock_timeout").fetchone()[0]
-        statement = cur.execute("SHOW statement_timeout").fetchone()[0]
+        lock = one_row(cur.execute("SHOW lock_timeout").fetchone())[0]
+        statement = one_row(cur.execute("SHOW statement_timeout").fetchone())[0]
     return lock, statement
+
+
+@dataclass(frozen=True, slots=True)
+class LadderInForce:
+    """A ladder as a transaction rates it, read under its shared lock: the ``policy`` in force, the
+    history ``generation`` and the replay ``order`` (``"applied"``: arrival order; else
+    chronological)."""
+
+    policy: RatingPolicy
+    generation: int
+    order: str
+
+    @property
+    def chronological(self) -> bool:
+        """True when the ladder replays in order-key order (not in arrival order)."""
+        return self.order != "applied"
+
+
+def lock_ladders(cur: psycopg.Cursor, configured: Mapping[str, LadderPolicy]) -> tuple[dict[str, LadderInForce],
+                                                                                      datetime]:
+    """Take each ladder's shared advisory lock (sorted; a rebuild holds the exclusive form while it
+    switches over) and read, after it (a fresh snapshot), each ladder's policy in force, history
+    generation and replay order (:func:`worker.store.ladders.ladder_in_force`; ``configured``: the
+    policies this process was configured with, recorded for a ladder that has none yet). Returns
+    them by ladder, and the database's ``now()`` (the transaction's start). Two statements."""
+    ladders = sorted(configured)
+    received_at = one_row(cur.execute(
+        "SELECT count(pg_advisory_xact_lock_shared(%b, hashtext(l))), now() FROM unnest(%b::text[]) AS l",
+        (LADDER_LOCK_CLASS, ladders)).fetchone())[1]
+    records = ladder_records(cur, ladders)
+    in_force = {}
+    for ladder in ladders:
+        policy, generation, order = ladder_in_force(cur, ladder, configured[ladder].policy,
+                                                    configured[ladder].content, records)
+        in_force[ladder] = LadderInForce(policy, generation, order)
+    return in_force, received_at
