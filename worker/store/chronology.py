@@ -228,7 +228,7 @@ class Sweep:
     standings: dict[str, Standing]
 
 
-def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Match | FreeForAll]],
+def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Match | FreeForAll]],  # noqa: C901  (restructured by the rating transaction work)
           later: Sequence[LaterMatch], current: dict[str, Standing],
           to_engine: Callable[[dict[str, Any]], Match | FreeForAll], dropped: Iterable[str] = ()) -> Sweep:
     """Rate a ladder's ``batch`` (``(index, key, match)``, in the order to apply: key order on a

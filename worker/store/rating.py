@@ -240,7 +240,7 @@ def _classify_and_apply(cur: psycopg.Cursor, entries: Sequence[BatchEntry], stor
     return lock_wait
 
 
-def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: list[int],
+def _apply_matches(cur: psycopg.Cursor, matches: list[BatchMatch], positions: list[int],  # noqa: C901  (restructured by the rating transaction work)
                    results: list[Handled | None], limits: TransactionTimeouts) -> float:
     """Steps 2 to 4 of :func:`apply_batch` for the matches to apply (queue order); fills ``results``
     at ``positions``; returns the lock wait in seconds. Raises :class:`LedgerRace`, and
