@@ -15,13 +15,13 @@ from typing import Any
 import redis
 
 from worker import store as repository
+from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.activity import ActivitySampler
 from worker.devtools.bench.common import NOOP_TASK, RATING_TASK, SessionLoop, latency_summary
 from worker.devtools.bench.cpu import CpuMeter, Snapshot, per_match
 from worker.devtools.bench.publishers import Published, encode_all, publish
 from worker.devtools.runtime import ServiceProcesses
 from worker.settings import get_settings
-from worker.store import bench_data
 from worker.store.connection import connect
 
 # --------------------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ class _Vacuum(SessionLoop):
     or a production server whose autovacuum is off, would show the same).
     """
 
-    application = bench_data.BENCH_VACUUM_APPLICATION
+    application = bench_sql.BENCH_VACUUM_APPLICATION
     name = "bench-vacuum"
 
     def __init__(self, database_url: str, interval: float):
@@ -133,14 +133,14 @@ class _Vacuum(SessionLoop):
 
     def tick(self, conn) -> None:
         """One ``VACUUM (ANALYZE)`` of the rating tables."""
-        bench_data.vacuum_analyze_rating_tables(conn)
+        bench_sql.vacuum_analyze_rating_tables(conn)
         self.rounds += 1
 
 
 def autovacuum_on(database_url: str) -> bool:
     """Is the server's autovacuum on?"""
     with connect(database_url, autocommit=True) as conn:
-        return bench_data.autovacuum_on(conn)
+        return bench_sql.autovacuum_on(conn)
 
 
 class Cluster:
@@ -210,7 +210,7 @@ class Cluster:
     def reset(self) -> None:
         """Empty tables and stream between runs (the queue is empty: every run waits for its end)."""
         with connect(self.database_url, autocommit=True) as conn:
-            bench_data.truncate_service_tables(conn)
+            bench_sql.truncate_service_tables(conn)
         self.redis.delete(self.stream)
 
     def _my_unacked(self) -> int:
@@ -325,7 +325,7 @@ class Cluster:
         with connect(self.database_url, autocommit=True) as conn:
             # the bench's own queries (counts, verify) are not the service's: left out of the
             # backend activity samples, as of the CPU figures
-            conn.execute(f"SET application_name = '{bench_data.BENCH_OBSERVER_APPLICATION}'")
+            conn.execute(f"SET application_name = '{bench_sql.BENCH_OBSERVER_APPLICATION}'")
             meter = self.cpu_meter(conn)
             pub, clock, before = self._publish_timed(RATING_TASK, matches, rate, preload, meter)
             sent = {m["match_id"]: t for m, t in zip(matches, pub.times)}
@@ -348,12 +348,12 @@ class Cluster:
                                        f"{self.redis.xlen(self.stream)} of {expected_events} events on the stream")
                 time.sleep(0.05)
             cpu = per_match(before, meter.snapshot(), len(matches), pub.cpu_seconds)
-            committed = bench_data.commit_times(conn)
+            committed = bench_sql.commit_times(conn)
             policies = load_ladders(get_settings().ladders_file)
             verified = all(verify_ladder(conn, ladder, policy).ok for ladder, policy in policies.items())
-            corrections = bench_data.correction_figures(conn)
-            transactions = bench_data.rating_transactions(conn)
-            lock_waits = bench_data.lock_wait_figures(conn)
+            corrections = bench_sql.correction_figures(conn)
+            transactions = bench_sql.rating_transactions(conn)
+            lock_waits = bench_sql.lock_wait_figures(conn)
         on_stream: dict[str, float] = {}
         start = "-"
         while True:

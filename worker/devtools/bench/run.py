@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.common import BenchConfig, _with_dbname, console, machine, progress
 from worker.devtools.bench.engine_speed import engine_speed
 from worker.devtools.bench.ledger import ledger_bench
@@ -18,7 +19,6 @@ from worker.devtools.bench.paired import paired_bench
 from worker.devtools.bench.report import print_results
 from worker.devtools.bench.service import service_bench
 from worker.settings import get_settings
-from worker.store import bench_data
 from worker.store.connection import DatabaseError, connect
 
 # --------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def run_bench(config: BenchConfig) -> int:
             results["database"] = dbname = f"ratings_bench_{uuid.uuid4().hex[:8]}"
             admin = db_url
             with connect(admin, autocommit=True) as conn:
-                results["machine"]["postgresql"] = bench_data.create_database(conn, dbname)
+                results["machine"]["postgresql"] = bench_sql.create_database(conn, dbname)
             results["machine"]["redis"] = redis.Redis.from_url(broker_url).info("server").get("redis_version")
             database_url = _with_dbname(admin, dbname)
             migrate(database_url)
@@ -174,7 +174,7 @@ def run_bench(config: BenchConfig) -> int:
         if dbname is not None:
             try:
                 with connect(admin, autocommit=True) as conn:
-                    bench_data.drop_database(conn, dbname)
+                    bench_sql.drop_database(conn, dbname)
             except DatabaseError as exc:
                 progress.print(f"[yellow]could not drop the bench database {dbname}[/yellow]: {exc}")
         if embedded is not None:
