@@ -30,10 +30,10 @@ from worker.store.connection import connect
 
 def service_matches(count: int, seed: int, prefix: str, players: int, hot_share: float = 0.0,
                     hot_players: int = 10) -> list[dict[str, Any]]:
-    """``count`` generated Sedma matches (``worker.devtools.generate``: 1v1 and 2v2, plausible stats) as JSON
+    """``count`` generated Sedma matches (``worker.ops.generate``: 1v1 and 2v2, plausible stats) as JSON
     dicts, their players drawn uniformly from ``players`` ids; with ``hot_share``, that share of the
     matches has one of its players replaced by one of ``hot_players`` hot players."""
-    from worker.devtools.generate import generate_sedma_matches
+    from worker.ops.generate import generate_sedma_matches
 
     rng = random.Random(seed)
     out = []

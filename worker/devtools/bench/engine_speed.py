@@ -28,8 +28,8 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
     """Part 4: the engine's public call and replay paths against elote and an inline loop."""
     from engine import Match, Outcome, Participant, fast_replay, rate
     from engine.replay import replay
-    from worker.devtools.generate import generate_sedma_matches
     from worker.mapping import to_engine_match
+    from worker.ops.generate import generate_sedma_matches
     from worker.policy.ladders import load_ladders
 
     policies = load_ladders(get_settings().ladders_file)

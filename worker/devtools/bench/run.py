@@ -181,7 +181,7 @@ def run_bench(config: BenchConfig) -> int:
             embedded.stop()
     if config.durability_matches:
         from worker.devtools.bench.publishers import durability_rates, encode_all
-        from worker.devtools.generate import generate_sedma_matches
+        from worker.ops.generate import generate_sedma_matches
 
         progress.print(f"publishes per second by Redis durability setting ({config.durability_matches} each)")
         bodies = [m.model_dump(mode="json") for m in
@@ -201,7 +201,7 @@ def producer_bench(config: BenchConfig, redis_url: str, rabbitmq_url: str | None
     """Publishes per second of the producer helper, one after the other in this run: on Redis, and
     on RabbitMQ (when given) with publisher confirms and, as its baseline, without."""
     from worker.devtools.bench.publishers import producer_helper_rate
-    from worker.devtools.generate import generate_sedma_matches
+    from worker.ops.generate import generate_sedma_matches
 
     matches = [m.model_dump(mode="json") for m in generate_sedma_matches(
         config.producer_matches + 1, players=1000, seed=config.seed, id_prefix="bench-producer")]
