@@ -230,3 +230,19 @@ def test_a_missing_optional_library_names_the_extra_to_install():
     message = str(exc.value)
     assert "ratings export --format xlsx" in message and "no_such_module_for_this_test" in message
     assert "pip install 'match-rating-worker[reports]'" in message
+
+
+def test_the_cli_opens_database_connections_only_through_the_composition_root():
+    """No module of worker/cli/ imports the store's ``connect`` or pool, or the driver: each command
+    gets its connection from :func:`worker.bootstrap.open_database` (through ``worker.cli.common``)."""
+    found = []
+    for path in sorted((ROOT / "worker" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in ("worker.store.connection", "worker.store.pool"):
+                opened = [a.name for a in node.names if a.name in ("connect", "open_pool")]
+                if opened:
+                    found.append(f"{path.name}:{node.lineno}: {node.module} {opened}")
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                found += [f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0] in ("psycopg", "psycopg_pool")]
+    assert not found, "connections opened outside the composition root:\n" + "\n".join(found)

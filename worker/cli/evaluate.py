@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from worker import store as repository
-from worker.cli.common import configured_policies, console, err, require_database_url
+from worker.cli.common import configured_policies, console, err, open_database
 from worker.settings import get_settings
-from worker.store.connection import connect, snapshot
+from worker.store.connection import snapshot
 
 if TYPE_CHECKING:
     from worker.ops.evaluate import EvaluationReport, LabelledPolicy, SkippedLines
@@ -62,7 +62,7 @@ def evaluate(
                        drift_every=drift_every, player=player)
 
     if kind == "ledger":
-        with connect(require_database_url()) as conn:
+        with open_database() as conn:
             # One REPEATABLE READ snapshot (as verify): workers may keep applying matches meanwhile.
             with snapshot(conn):
                 total = repository.ledger_size(conn, history_ladder)
