@@ -194,7 +194,9 @@ def _rate_general(match: Match | FreeForAll, ratings: _Ratings, policy: RatingPo
     multiplier = 1.0
     if policy.margin_of_victory is not None:
         multiplier = _margin_multiplier(match, placements, side_ratings, policy)
-    adjustment = policy.performance
+    # The policy's attributes as locals: looked up once per match, not once per player.
+    adjustment, k_factor, mov, floor, round_ = (policy.performance, policy.k_factor, policy.margin_of_victory,
+                                                policy.floor, policy.round)
     divisor = (n - 1) if policy.free_for_all_divide else 1
     changes: list[RatingChange] = []
     for i, side in enumerate(sides):
@@ -203,13 +205,13 @@ def _rate_general(match: Match | FreeForAll, ratings: _Ratings, policy: RatingPo
                  for j in opponents]
         side_expected = [expected[i][j] for j in opponents]
         for participant, before, (games, peak) in zip(side, befores[i], states[i]):
-            k = policy.k_factor(before, games, peak)
+            k = k_factor(before, games, peak)
             if adjustment is None:
                 actuals = bases
             else:
                 actuals = [adjustment.adjusted_score(b, participant.performance) for b in bases]
             if n == 2:
-                k_effective = k * multiplier if policy.margin_of_victory is not None else k
+                k_effective = k * multiplier if mov is not None else k
                 e, s = side_expected[0], actuals[0]
                 after = before + k_effective * (s - e)
                 base_mean = bases[0]
@@ -222,11 +224,11 @@ def _rate_general(match: Match | FreeForAll, ratings: _Ratings, policy: RatingPo
                 s = sum(actuals) / (n - 1)
                 k_effective = k * (n - 1) / divisor
                 base_mean = sum(bases) / (n - 1)
-            after = policy.round(after)
+            after = round_(after)
             floor_points = 0.0
-            if policy.floor is not None and after < policy.floor:
-                floor_points = policy.floor - after
-                after = policy.floor
+            if floor is not None and after < floor:
+                floor_points = floor - after
+                after = floor
             result = "win" if base_mean > 0.5 else "draw" if base_mean == 0.5 else "loss"
             changes.append(
                 RatingChange(participant.player_id, before, after, e, s, k_effective, result, floor_points, capped[i])
