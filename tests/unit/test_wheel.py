@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -28,10 +29,15 @@ PRODUCTION_FILES = (
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """``pip wheel --no-deps`` of this checkout, built in a temporary folder."""
+    """``pip wheel --no-deps`` of a copy of this checkout (pip builds in the source folder, and a
+    stale ``build/`` left there by an older build would end up in the wheel)."""
     out = tmp_path_factory.mktemp("wheel")
+    source = out / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".ratings-state", ".hypothesis",
+        "node_modules"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
-                            "-w", str(out), str(REPO)], capture_output=True, text=True, timeout=540)
+                            "-w", str(out), str(source)], capture_output=True, text=True, timeout=540)
     assert built.returncode == 0, built.stderr
     (path,) = out.glob("match_rating_worker-*.whl")
     return path
