@@ -74,6 +74,10 @@ def wheel_install(wheel, tmp_path_factory) -> tuple[str, dict[str, str], Path]:
     probe = subprocess.run([python, "-c", "import worker, typer; print(worker.__file__)"], env=env, cwd=root,
                            capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip().startswith(str(target)), probe.stdout + probe.stderr
+    # Fail here, not by starting the demo's or bench's servers, if the tools are in the wheel after all.
+    tools = subprocess.run([python, "-c", "import worker.devtools"], env=env, cwd=root, capture_output=True,
+                           text=True, timeout=60)
+    assert "No module named 'worker.devtools'" in tools.stderr, tools.stderr
     return python, env, root
 
 
