@@ -36,8 +36,8 @@ class DeadLetterWriter:
         """Record one dead letter (:func:`worker.store.dead_letters.insert_dead_letter`, no match id).
 
         Returns ``None`` once it is recorded (or was already, for a redelivered task id), else the
-        reason it could not be, one line (the database stayed unreachable through every attempt):
-        the caller then leaves the message unacknowledged for the broker to redeliver.
+        reason it could not be (the driver's message: the database stayed unreachable through every
+        attempt); the caller then leaves the message unacknowledged for the broker to redeliver.
         """
         try:
             for attempt in stamina.retry_context(on=psycopg.OperationalError, attempts=self._attempts,
