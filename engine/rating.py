@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from engine.elo import DRAW, LOSS, WIN, expected_score
 from engine.k_factor import BandedK, ConstantK
-from engine.model import FreeForAll, Match, Outcome, PlayerState, RatingChange
+from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, RatingChange
 from engine.policy import RatingPolicy, Rounding, TeamRating
 
 BASE_SCORES = {
@@ -74,21 +74,19 @@ def _rating_of(state: float | PlayerState | None, initial: float) -> float:
     return state  # type: ignore[return-value]
 
 
-def _rate_basic(match: Match, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy) -> tuple[RatingChange, ...]:
+_Ratings = Mapping[str, float | PlayerState]
+
+
+def _rate_basic(match: Match, ratings: _Ratings, policy: RatingPolicy) -> tuple[RatingChange, ...]:
     """K by rating only, mean side rating, no home advantage, cap, floor, season or margin.
 
     The 1v1 case is written out flat (the engine's speed target is for it): no helper calls for
     the rating lookup, a constant K or half-to-even rounding, outcome tested by identity (an Enum's
     hash is a Python-level call), and each RatingChange built with ``tuple.__new__``. The
     arithmetic is the same expressions in the same order as the general case and
-    :mod:`engine.elo`.
+    :mod:`engine.elo`. Matches of teams go to :func:`_rate_basic_sides`.
     """
     side_a, side_b = match.side_a, match.side_b
-    initial = policy.initial_rating
-    scale = policy.scale
-    k_factor = policy.k_factor
-    adjustment = policy.performance
-    rounding = policy.rounding
     outcome = match.outcome
     if outcome is _SIDE_A_WON:
         base_a, base_b, result_a, result_b = WIN, LOSS, "win", "loss"
@@ -96,66 +94,83 @@ def _rate_basic(match: Match, ratings: Mapping[str, float | PlayerState], policy
         base_a, base_b, result_a, result_b = LOSS, WIN, "loss", "win"
     else:
         base_a, base_b, result_a, result_b = DRAW, DRAW, "draw", "draw"
-    if len(side_a) == 1 and len(side_b) == 1:
-        pa, pb = side_a[0], side_b[0]
-        ra = ratings.get(pa.player_id, initial)
-        if ra.__class__ is PlayerState:
-            ra = ra.rating  # type: ignore[union-attr]
-        rb = ratings.get(pb.player_id, initial)
-        if rb.__class__ is PlayerState:
-            rb = rb.rating  # type: ignore[union-attr]
-        try:  # engine.elo.expected_score, inline, with its saturation at 0 and 1
-            expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
-        except OverflowError:
-            expected_a = 0.0
-        try:
-            expected_b = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
-        except OverflowError:
-            expected_b = 0.0
-        if k_factor.__class__ is ConstantK:
-            k_a = k_b = k_factor.k  # type: ignore[union-attr]
-        elif k_factor.__class__ is BandedK:  # BandedK.__call__, inline
-            k_a = k_b = k_factor.top_k  # type: ignore[union-attr]
-            for upper, k in k_factor.bands:  # type: ignore[union-attr]
-                if ra < upper:
-                    k_a = k
-                    break
-            for upper, k in k_factor.bands:  # type: ignore[union-attr]
-                if rb < upper:
-                    k_b = k
-                    break
-        else:
-            k_a, k_b = k_factor(ra), k_factor(rb)
-        if adjustment is None:
-            actual_a, actual_b = base_a, base_b
-        else:  # SedmaAdjustment.adjusted_score's memo, looked up here first (same key)
-            memo = adjustment._memo
-            q = pa.performance
-            actual_a = memo.get((base_a, q.bad_moves, q.won_by_16, q.won_by_24, q.won_by_4_and_last))
-            if actual_a is None:
-                actual_a = adjustment.adjusted_score(base_a, q)
-            q = pb.performance
-            actual_b = memo.get((base_b, q.bad_moves, q.won_by_16, q.won_by_24, q.won_by_4_and_last))
-            if actual_b is None:
-                actual_b = adjustment.adjusted_score(base_b, q)
-        after_a = ra + k_a * (actual_a - expected_a)
-        after_b = rb + k_b * (actual_b - expected_b)
-        if rounding is _HALF_EVEN:
-            after_a, after_b = float(round(after_a)), float(round(after_b))
-        elif rounding is not _NO_ROUNDING:
-            after_a, after_b = policy.round(after_a), policy.round(after_b)
-        return (
-            _new_change(RatingChange, (pa.player_id, ra, after_a, expected_a, actual_a, k_a, result_a, 0.0, False)),
-            _new_change(RatingChange, (pb.player_id, rb, after_b, expected_b, actual_b, k_b, result_b, 0.0, False)),
-        )
+    if len(side_a) != 1 or len(side_b) != 1:
+        return _rate_basic_sides(match, ratings, policy, base_a, base_b)
+    initial = policy.initial_rating
+    scale = policy.scale
+    k_factor = policy.k_factor
+    adjustment = policy.performance
+    rounding = policy.rounding
+    pa, pb = side_a[0], side_b[0]
+    ra = ratings.get(pa.player_id, initial)
+    ra = ra.rating if ra.__class__ is PlayerState else ra  # type: ignore[union-attr]
+    rb = ratings.get(pb.player_id, initial)
+    rb = rb.rating if rb.__class__ is PlayerState else rb  # type: ignore[union-attr]
+    try:  # engine.elo.expected_score, inline, with its saturation at 0 and 1
+        expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
+    except OverflowError:
+        expected_a = 0.0
+    try:
+        expected_b = 1.0 / (1.0 + 10.0 ** ((ra - rb) / scale))
+    except OverflowError:
+        expected_b = 0.0
+    if k_factor.__class__ is ConstantK:
+        k_a = k_b = k_factor.k  # type: ignore[union-attr]
+    elif k_factor.__class__ is BandedK:
+        k_a = _banded_k(k_factor, ra)  # type: ignore[arg-type]
+        k_b = _banded_k(k_factor, rb)  # type: ignore[arg-type]
+    else:
+        k_a, k_b = k_factor(ra), k_factor(rb)
+    if adjustment is None:
+        actual_a, actual_b = base_a, base_b
+    else:  # SedmaAdjustment.adjusted_score's memo, looked up here first (same key)
+        memo = adjustment._memo
+        q = pa.performance
+        actual_a = memo.get((base_a, q.bad_moves, q.won_by_16, q.won_by_24, q.won_by_4_and_last))
+        if actual_a is None:
+            actual_a = adjustment.adjusted_score(base_a, q)
+        q = pb.performance
+        actual_b = memo.get((base_b, q.bad_moves, q.won_by_16, q.won_by_24, q.won_by_4_and_last))
+        if actual_b is None:
+            actual_b = adjustment.adjusted_score(base_b, q)
+    after_a = ra + k_a * (actual_a - expected_a)
+    after_b = rb + k_b * (actual_b - expected_b)
+    if rounding is _HALF_EVEN:
+        after_a, after_b = float(round(after_a)), float(round(after_b))
+    elif rounding is not _NO_ROUNDING:
+        after_a, after_b = policy.round(after_a), policy.round(after_b)
+    return (
+        _new_change(RatingChange, (pa.player_id, ra, after_a, expected_a, actual_a, k_a, result_a, 0.0, False)),
+        _new_change(RatingChange, (pb.player_id, rb, after_b, expected_b, actual_b, k_b, result_b, 0.0, False)),
+    )
+
+
+def _banded_k(k_factor: BandedK, rating: float) -> float:
+    """:meth:`engine.k_factor.BandedK.__call__` without its method lookup: the K of the first band
+    whose upper bound is above ``rating``, else the top band's K."""
+    for upper, k in k_factor.bands:
+        if rating < upper:
+            return k
+    return k_factor.top_k
+
+
+def _rate_basic_sides(
+    match: Match, ratings: _Ratings, policy: RatingPolicy, base_a: float, base_b: float
+) -> tuple[RatingChange, ...]:
+    """:func:`_rate_basic` for sides of any size: each side's mean rating against the other's;
+    ``base_a`` and ``base_b`` are the sides' actual scores before adjustment (1, 0.5 or 0)."""
+    initial = policy.initial_rating
+    k_factor = policy.k_factor
+    adjustment = policy.performance
+    side_a, side_b = match.side_a, match.side_b
     before_a = [_rating_of(ratings.get(p.player_id), initial) for p in side_a]
     before_b = [_rating_of(ratings.get(p.player_id), initial) for p in side_b]
     if not before_a or not before_b:
         raise ValueError("a side needs at least one player")
     mean_a = before_a[0] if len(before_a) == 1 else sum(before_a) / len(before_a)
     mean_b = before_b[0] if len(before_b) == 1 else sum(before_b) / len(before_b)
-    expected_a = expected_score(mean_a, mean_b, scale)
-    expected_b = expected_score(mean_b, mean_a, scale)
+    expected_a = expected_score(mean_a, mean_b, policy.scale)
+    expected_b = expected_score(mean_b, mean_a, policy.scale)
     changes: list[RatingChange] = []
     for players, befores, expected, base in (
         (side_a, before_a, expected_a, base_a),
@@ -169,7 +184,66 @@ def _rate_basic(match: Match, ratings: Mapping[str, float | PlayerState], policy
     return tuple(changes)
 
 
-def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy) -> tuple[RatingChange, ...]:
+def _rate_general(match: Match | FreeForAll, ratings: _Ratings, policy: RatingPolicy) -> tuple[RatingChange, ...]:
+    """Any match under any policy: the steps :func:`rate` lists, one helper each."""
+    sides, placements = _checked_sides(match, policy)
+    n = len(sides)
+    befores, states = _states_before(match, sides, ratings, policy)
+    side_ratings = _side_ratings(match, befores, policy)
+    expected, capped = _expected_scores(side_ratings, policy)
+    multiplier = 1.0
+    if policy.margin_of_victory is not None:
+        multiplier = _margin_multiplier(match, placements, side_ratings, policy)
+    # The policy's attributes as locals: looked up once per match, not once per player.
+    adjustment, k_factor, mov, floor, round_ = (policy.performance, policy.k_factor, policy.margin_of_victory,
+                                                policy.floor, policy.round)
+    divisor = (n - 1) if policy.free_for_all_divide else 1
+    changes: list[RatingChange] = []
+    for i, side in enumerate(sides):
+        opponents = [j for j in range(n) if j != i]
+        bases = [WIN if placements[i] < placements[j] else DRAW if placements[i] == placements[j] else LOSS
+                 for j in opponents]
+        side_expected = [expected[i][j] for j in opponents]
+        for participant, before, (games, peak) in zip(side, befores[i], states[i]):
+            k = k_factor(before, games, peak)
+            if adjustment is None:
+                actuals = bases
+            else:
+                actuals = [adjustment.adjusted_score(b, participant.performance) for b in bases]
+            if n == 2:
+                k_effective = k * multiplier if mov is not None else k
+                e, s = side_expected[0], actuals[0]
+                after = before + k_effective * (s - e)
+                base_mean = bases[0]
+            else:
+                total = 0.0
+                for s, e in zip(actuals, side_expected):
+                    total += s - e
+                after = before + (k / divisor) * total
+                e = sum(side_expected) / (n - 1)
+                s = sum(actuals) / (n - 1)
+                k_effective = k * (n - 1) / divisor
+                base_mean = sum(bases) / (n - 1)
+            after = round_(after)
+            floor_points = 0.0
+            if floor is not None and after < floor:
+                floor_points = floor - after
+                after = floor
+            result = "win" if base_mean > 0.5 else "draw" if base_mean == 0.5 else "loss"
+            changes.append(
+                RatingChange(participant.player_id, before, after, e, s, k_effective, result, floor_points, capped[i])
+            )
+    return tuple(changes)
+
+
+def _checked_sides(
+    match: Match | FreeForAll, policy: RatingPolicy
+) -> tuple[tuple[tuple[Participant, ...], ...], tuple[int, ...]]:
+    """The match's sides and their placements (1 = first), after checking the policy can rate them.
+
+    Raises :class:`UnratableMatch` (``unsupported_match``, ``too_few_sides``, ``uneven_sides``,
+    ``missing_score``) and ``ValueError`` for an empty side.
+    """
     if isinstance(match, FreeForAll):
         sides, placements = match.sides, match.placements
         if len(placements) != len(sides):
@@ -186,14 +260,21 @@ def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | Playe
             "uneven_sides",
             f"this ladder's policy rates only sides of equal size; got sizes {[len(s) for s in sides]}",
         )
-    mov = policy.margin_of_victory
-    if mov is not None:
+    if policy.margin_of_victory is not None:
         if n != 2:
             raise UnratableMatch("unsupported_match", "a margin-of-victory policy rates two-sided matches only")
         if match.scores is None:
             raise UnratableMatch("missing_score", "this ladder's policy needs the match's score (margin of victory)")
+    return sides, placements
+
+
+def _states_before(
+    match: Match | FreeForAll, sides: tuple[tuple[Participant, ...], ...], ratings: _Ratings, policy: RatingPolicy
+) -> tuple[list[list[float]], list[list[tuple[int, float | None]]]]:
+    """Per side, each player's rating before the match (rating points, after any season regression
+    and the floor) and ``(games played, peak rating)`` for the K-factor; a player without a state
+    starts at the policy's initial rating for them."""
     season, floor = policy.season, policy.floor
-    # Each player's state before the match (after any season regression).
     befores: list[list[float]] = []
     states: list[list[tuple[int, float | None]]] = []
     for side in sides:
@@ -204,10 +285,12 @@ def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | Playe
             if state is None:
                 rating, games, peak, last_season = policy.initial_for(pid), 0, None, None
             elif state.__class__ is PlayerState:
-                rating, games, peak, last_season = state.rating, state.games_played, state.peak_rating, state.season  # type: ignore[union-attr]
+                rating, games, peak, last_season = (state.rating, state.games_played,  # type: ignore[union-attr]
+                                                    state.peak_rating, state.season)  # type: ignore[union-attr]
             else:
                 rating, games, peak, last_season = state, 0, None, None  # type: ignore[assignment]
-            if season is not None and match.season is not None and last_season is not None and last_season != match.season:
+            if (season is not None and match.season is not None and last_season is not None
+                    and last_season != match.season):
                 rating = season.start_of_season(pid, match.season, rating)
                 if floor is not None and rating < floor:
                     # The floor holds at a season start too: a regression toward a mean below the
@@ -218,6 +301,12 @@ def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | Playe
             side_states.append((games, peak))
         befores.append(side_befores)
         states.append(side_states)
+    return befores, states
+
+
+def _side_ratings(match: Match | FreeForAll, befores: list[list[float]], policy: RatingPolicy) -> list[float]:
+    """Each side's rating: the sum or the mean of its players' (``policy.team_rating``), plus the
+    home advantage for the home side (rating points)."""
     if policy.team_rating is TeamRating.SUM:
         side_ratings = [sum(b) for b in befores]
     else:
@@ -225,8 +314,14 @@ def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | Playe
     home = _HOME_INDEX.get(match.home) if match.home is not None else None
     if home is not None and policy.home_advantage:
         side_ratings[home] += policy.home_advantage
+    return side_ratings
+
+
+def _expected_scores(side_ratings: list[float], policy: RatingPolicy) -> tuple[list[list[float]], list[bool]]:
+    """Pairwise expected scores (``[i][j]``: side i against side j, in [0, 1]) with the rating
+    difference clamped to ±``policy.difference_cap``, and per side whether a clamp applied."""
+    n = len(side_ratings)
     scale, cap = policy.scale, policy.difference_cap
-    # Pairwise expected and base scores, and the margin multiplier.
     expected = [[0.0] * n for _ in range(n)]
     capped = [False] * n
     for i in range(n):
@@ -238,50 +333,21 @@ def _rate_general(match: Match | FreeForAll, ratings: Mapping[str, float | Playe
                 difference = cap if difference > 0 else -cap
                 capped[i] = True
             expected[i][j] = expected_score(0.0, difference, scale)  # difference - 0.0 is exact: the same bits
-    multiplier = 1.0
-    if mov is not None:
-        margin = match.scores[0] - match.scores[1]  # type: ignore[index]
-        if placements[0] == placements[1]:
-            winner_difference = None
-        elif placements[0] < placements[1]:
-            winner_difference = side_ratings[0] - side_ratings[1]
-        else:
-            winner_difference = side_ratings[1] - side_ratings[0]
-        multiplier = mov.multiplier(margin, winner_difference)
-    adjustment = policy.performance
-    divisor = (n - 1) if policy.free_for_all_divide else 1
-    changes: list[RatingChange] = []
-    for i, side in enumerate(sides):
-        bases = [WIN if placements[i] < placements[j] else DRAW if placements[i] == placements[j] else LOSS
-                 for j in range(n) if j != i]
-        opponents = [j for j in range(n) if j != i]
-        for participant, before, (games, peak) in zip(side, befores[i], states[i]):
-            k = policy.k_factor(before, games, peak)
-            if adjustment is None:
-                actuals = bases
-            else:
-                actuals = [adjustment.adjusted_score(b, participant.performance) for b in bases]
-            if n == 2:
-                k_effective = k * multiplier if mov is not None else k
-                e, s = expected[i][opponents[0]], actuals[0]
-                after = before + k_effective * (s - e)
-                base_mean = bases[0]
-            else:
-                total = 0.0
-                for j, s in zip(opponents, actuals):
-                    total += s - expected[i][j]
-                after = before + (k / divisor) * total
-                e = sum(expected[i][j] for j in opponents) / (n - 1)
-                s = sum(actuals) / (n - 1)
-                k_effective = k * (n - 1) / divisor
-                base_mean = sum(bases) / (n - 1)
-            after = policy.round(after)
-            floor_points = 0.0
-            if policy.floor is not None and after < policy.floor:
-                floor_points = policy.floor - after
-                after = policy.floor
-            result = "win" if base_mean > 0.5 else "draw" if base_mean == 0.5 else "loss"
-            changes.append(
-                RatingChange(participant.player_id, before, after, e, s, k_effective, result, floor_points, capped[i])
-            )
-    return tuple(changes)
+    return expected, capped
+
+
+def _margin_multiplier(
+    match: Match | FreeForAll, placements: tuple[int, ...], side_ratings: list[float], policy: RatingPolicy
+) -> float:
+    """The margin-of-victory multiplier of K (> 0) for a two-sided match with a score
+    (:class:`engine.policy.MarginOfVictory`)."""
+    mov = policy.margin_of_victory
+    assert mov is not None and match.scores is not None  # checked by _checked_sides
+    margin = match.scores[0] - match.scores[1]
+    if placements[0] == placements[1]:
+        winner_difference = None
+    elif placements[0] < placements[1]:
+        winner_difference = side_ratings[0] - side_ratings[1]
+    else:
+        winner_difference = side_ratings[1] - side_ratings[0]
+    return mov.multiplier(margin, winner_difference)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -46,9 +46,11 @@ MAX_MESSAGE_BYTES = 64 * 1024
 MAX_PLAYERS_PER_SIDE = 8
 MAX_SIDES = 16
 MAX_STAT_COUNT = 1000
-EARLIEST_FINISHED_AT = datetime(1800, 1, 1, tzinfo=timezone.utc)
+EARLIEST_FINISHED_AT = datetime(1800, 1, 1, tzinfo=UTC)
 MAX_CLOCK_SKEW = timedelta(days=1)
 """How far after the receiving worker's clock (UTC) finished_at may lie."""
+SEASON_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$"
+"""A season name: a letter or digit, then letters, digits and ``_ . : / -`` (at most 32 characters)."""
 
 _CONFIG = ConfigDict(extra="forbid", frozen=True)
 
@@ -275,9 +277,11 @@ class MatchFinished(BaseModel):
         default=None, description="The side playing at home (home advantage), or omitted on neutral ground."
     )
     score: Score | None = Field(default=None, description="Points scored by each side (margin of victory); optional.")
-    season: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")] | None = Field(
+    season: Annotated[str, Field(min_length=1, max_length=32, pattern=SEASON_PATTERN)] | None = Field(
         default=None,
-        description="The season the match belongs to (e.g. \"2024\" or \"2024-spring\"), for season regression; optional.",
+        description=(
+            "The season the match belongs to (e.g. \"2024\" or \"2024-spring\"), for season regression; optional."
+        ),
     )
 
     @field_validator("finished_at", mode="before")
@@ -308,14 +312,14 @@ class MatchFinished(BaseModel):
     @field_validator("finished_at")
     @classmethod
     def _finished_at_in_range_as_utc(cls, value: datetime) -> datetime:
-        latest = datetime.now(timezone.utc) + MAX_CLOCK_SKEW
+        latest = datetime.now(UTC) + MAX_CLOCK_SKEW
         if value < EARLIEST_FINISHED_AT or value > latest:
             raise PydanticCustomError(
                 "timestamp_out_of_range",
                 "Date-time should be between 1800-01-01T00:00:00Z and {latest} (one day after now, UTC)",
                 {"latest": latest.replace(microsecond=0).isoformat().replace("+00:00", "Z")},
             )
-        return value.astimezone(timezone.utc)  # safe: the range check keeps it far from year 1 and 9999
+        return value.astimezone(UTC)  # safe: the range check keeps it far from year 1 and 9999
 
     @model_validator(mode="after")
     def _one_form(self) -> MatchFinished:
@@ -378,9 +382,9 @@ class MatchFinished(BaseModel):
         ``data == json.loads(canonical_json())`` (a fresh dict of JSON types, which the caller may
         keep; the rating path stores it as the ledger payload without parsing the text again)."""
         model = self
-        if self.finished_at.tzinfo is not timezone.utc:
+        if self.finished_at.tzinfo is not UTC:
             # Validation already converts to UTC; this covers instances made with model_construct.
-            model = self.model_copy(update={"finished_at": self.finished_at.astimezone(timezone.utc)})
+            model = self.model_copy(update={"finished_at": self.finished_at.astimezone(UTC)})
         data = model.model_dump(mode="json")
         for name in OPTIONAL_CONTEXT:
             if data.get(name) is None:

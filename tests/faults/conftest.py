@@ -27,8 +27,8 @@ from worker import store as repository
 from worker.broker import is_rabbitmq
 from worker.devtools import rabbitmq
 from worker.devtools.embedded import EmbeddedServers
-from worker.devtools.generate import generate_sedma_matches
 from worker.devtools.runtime import ServiceProcesses
+from worker.ops.generate import generate_sedma_matches
 from worker.ops.verify import verify_ladder
 from worker.policy.ladders import load_ladders
 from worker.producer import producer_app, publish_match

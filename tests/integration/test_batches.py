@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from worker.devtools.generate import generate_sedma_matches
+from worker.ops.generate import generate_sedma_matches
 from worker.policy.ladders import load_ladders
 from worker.service.rating_service import RatingService
 from worker.settings import DEFAULT_LADDERS_FILE, Settings

@@ -1,4 +1,4 @@
-"""The bench sampler's heads of lock waits (``worker.store.bench_data.lock_chain_heads``) on a real
+"""The bench sampler's heads of lock waits (``worker.devtools.bench.sql.lock_chain_heads``) on a real
 PostgreSQL: a session idle in its transaction, holding a row two others wait for, is the head."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import psycopg
 
-from worker.store import bench_data
+from worker.devtools.bench import sql as bench_sql
 
 
 def test_the_head_of_a_lock_wait_is_the_session_idle_in_its_transaction(clean):
@@ -30,10 +30,10 @@ def test_the_head_of_a_lock_wait_is_the_session_idle_in_its_transaction(clean):
     try:
         with psycopg.connect(url, autocommit=True) as observer:
             deadline = time.monotonic() + 10
-            while sum(w.startswith("Lock:") for w, _ in bench_data.active_backends(observer)) < 2:
+            while sum(w.startswith("Lock:") for w, _ in bench_sql.active_backends(observer)) < 2:
                 assert time.monotonic() < deadline, "the two sessions never waited"
                 time.sleep(0.02)
-            heads = bench_data.lock_chain_heads(observer)
+            heads = bench_sql.lock_chain_heads(observer)
     finally:
         holder.rollback()
         holder.close()

@@ -23,8 +23,8 @@ import pytest
 from schemas import parse_match_finished
 from worker import store as repository
 from worker.bootstrap import load_ladder_policies
-from worker.devtools.generate import generate_sedma_matches
 from worker.ops.football import football_matches
+from worker.ops.generate import generate_sedma_matches
 from worker.ops.rebuild import rebuild_ladder
 from worker.ops.verify import verify_ladder
 from worker.settings import get_settings

@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 from worker import store as repository
-from worker.devtools.generate import generate_sedma_matches
 from worker.devtools.pgbouncer import PgBouncer
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
+from worker.ops.generate import generate_sedma_matches
 from worker.policy.ladders import load_ladders
 from worker.producer import producer_app, publish_match
 from worker.service.environment import EnvironmentNotReady

@@ -20,7 +20,7 @@ import pytest
 
 from schemas import RatingChanged
 from tests.integration.test_worker import match
-from worker.devtools.generate import generate_sedma_matches
+from worker.ops.generate import generate_sedma_matches
 from worker.settings import DEFAULT_LADDERS_FILE
 from worker.store import REBUILD_LOCK_CLASS
 

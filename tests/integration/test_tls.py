@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from tests.tls import MISMATCHED_HOST, PG_BIN, TlsPostgres, TlsRedis
-from worker.devtools.generate import generate_sedma_matches
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
+from worker.ops.generate import generate_sedma_matches
 from worker.producer import BrokerTlsRefused, producer_app, publish_match
 from worker.store.migrate import migrate
 

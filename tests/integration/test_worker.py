@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from schemas import RatingChanged
-from worker.devtools.generate import generate_sedma_matches
+from worker.ops.generate import generate_sedma_matches
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,8 @@ import inspect
 from collections import Counter
 
 from worker.devtools.bench.activity import summarize
+from worker.devtools.bench.sql import statement_label
 from worker.store import chronology, events, locking, rating
-from worker.store.bench_data import statement_label
 
 
 def test_the_rating_transactions_statements_are_named_from_their_text() -> None:

@@ -29,8 +29,8 @@ from engine import (
 )
 from engine.fast_replay import Replayer
 from engine.replay import replay
-from worker.devtools.generate import generate_sedma_matches
 from worker.mapping import to_engine_match
+from worker.ops.generate import generate_sedma_matches
 from worker.policy.ladders import load_ladders
 from worker.settings import DEFAULT_LADDERS_FILE
 

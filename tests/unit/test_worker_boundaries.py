@@ -106,8 +106,9 @@ SQL_START = re.compile(
 
 # Modules still over ~500 lines, each owned by another change in flight (delete an entry once it is split).
 LONG_MODULES: dict[str, str] = {}  # none: every module is under the limit
-# Modules outside worker/store holding SQL: none.
-SQL_OUTSIDE_STORE: set[str] = set()
+# Folders whose modules may hold SQL: the store, and the benchmark's own SQL in the development tools
+# (never shipped in the production wheel).
+SQL_FOLDERS = ("worker/store/", "worker/devtools/")
 
 
 def _modules() -> list[Path]:
@@ -132,12 +133,13 @@ def test_no_module_is_over_about_500_lines():
     assert set(long) <= set(LONG_MODULES), f"modules over 550 lines: {long}"
 
 
-def test_sql_is_only_in_the_store():
-    """No string literal outside worker/store/ starts with an SQL statement (docstrings aside)."""
+def test_sql_is_only_in_the_store_and_the_development_tools():
+    """No string literal outside worker/store/ and worker/devtools/ starts with an SQL statement
+    (docstrings aside): production modules hold none."""
     found = []
     for path in _modules():
         rel = str(path.relative_to(ROOT))
-        if rel.startswith("worker/store/") or rel in SQL_OUTSIDE_STORE:
+        if rel.startswith(SQL_FOLDERS):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
@@ -149,7 +151,7 @@ def test_sql_is_only_in_the_store():
             if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
                     and SQL_START.match(node.value)):
                 found.append(f"{rel}:{node.lineno}: {node.value.strip()[:60]}")
-    assert not found, "SQL outside worker/store:\n" + "\n".join(found)
+    assert not found, "SQL outside worker/store and worker/devtools:\n" + "\n".join(found)
 
 
 def test_no_import_cycle_between_modules_of_the_worker():
@@ -228,3 +230,19 @@ def test_a_missing_optional_library_names_the_extra_to_install():
     message = str(exc.value)
     assert "ratings export --format xlsx" in message and "no_such_module_for_this_test" in message
     assert "pip install 'match-rating-worker[reports]'" in message
+
+
+def test_the_cli_opens_database_connections_only_through_the_composition_root():
+    """No module of worker/cli/ imports the store's ``connect`` or pool, or the driver: each command
+    gets its connection from :func:`worker.bootstrap.open_database` (through ``worker.cli.common``)."""
+    found = []
+    for path in sorted((ROOT / "worker" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in ("worker.store.connection", "worker.store.pool"):
+                opened = [a.name for a in node.names if a.name in ("connect", "open_pool")]
+                if opened:
+                    found.append(f"{path.name}:{node.lineno}: {node.module} {opened}")
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                found += [f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0] in ("psycopg", "psycopg_pool")]
+    assert not found, "connections opened outside the composition root:\n" + "\n".join(found)

@@ -1,4 +1,5 @@
-"""Helpers the ``ratings`` commands share: consoles, the two URLs and the ladders' policies (exit 2 when missing)."""
+"""Helpers the ``ratings`` commands share: consoles, the two URLs, database connections and the ladders'
+policies, each from the composition root (:mod:`worker.bootstrap`), with exit 2 when one is missing."""
 
 from __future__ import annotations
 
@@ -25,33 +26,49 @@ def require_database_url(check_schema: bool = True) -> str:
         err.print("[red]RATINGS_DATABASE_URL is not set[/red] (only `ratings demo` starts embedded servers).")
         raise typer.Exit(2)
     if check_schema:
-        problem = schema_problem(url)
+        problem = schema_problem()
         if problem:
             err.print(f"[red]refused[/red]: {problem}")
             raise typer.Exit(2)
     return url
 
 
-def schema_problem(url: str) -> str | None:
+def open_database(*, autocommit: bool = False, check_schema: bool = True, connect_timeout: float | None = None,
+                  session: bool = False):
+    """A connection for a command (:func:`worker.bootstrap.open_database`; use it as a context
+    manager), after :func:`require_database_url` (exit 2 when the URL is not set or, with
+    ``check_schema``, the schema does not match). ``session``: the direct URL
+    (``RATINGS_DIRECT_DATABASE_URL``, else ``RATINGS_DATABASE_URL``)."""
+    from worker import bootstrap
+
+    require_database_url(check_schema=check_schema)
+    return bootstrap.open_database(get_settings(), autocommit=autocommit, connect_timeout=connect_timeout,
+                                   session=session)
+
+
+def schema_problem() -> str | None:
     """What is wrong with the database's schema version (:class:`worker.store.schema.SchemaStatus`),
     or None when it matches the shipped migrations or the database cannot be reached."""
-    from worker.store.connection import DatabaseError, connect
+    from worker import bootstrap
+    from worker.store.connection import DatabaseError
     from worker.store.schema import schema_status
 
     try:
-        with connect(url, autocommit=True, connect_timeout=10) as conn:
+        with bootstrap.open_database(get_settings(), autocommit=True, connect_timeout=10) as conn:
             return schema_status(conn).problem()
     except DatabaseError:
         return None
 
 
-def refuse_tls_problems(database_url: str | None, broker_url: str | None, events_url: str | None = None) -> None:
-    """Exit 2 with one line per refused TLS certificate of the database, the broker (Redis or an
-    ``amqps://`` RabbitMQ, verified against ``RATINGS_BROKER_CA_FILE``) and the event stream's Redis
-    (:func:`worker.tls.tls_refusal`: a mismatch or an untrusted CA never heals by retrying); any
-    other connection error is left to the service's own retries."""
+def refuse_tls_problems(broker_url: str | None, events_url: str | None = None, *, session: bool = False) -> None:
+    """Exit 2 with one line per refused TLS certificate of the database (``RATINGS_DATABASE_URL``,
+    or with ``session`` the direct URL), the broker (Redis or an ``amqps://`` RabbitMQ, verified
+    against ``RATINGS_BROKER_CA_FILE``) and the event stream's Redis (:func:`worker.tls.tls_refusal`:
+    a mismatch or an untrusted CA never heals by retrying); any other connection error is left to
+    the service's own retries."""
+    from worker import bootstrap
     from worker.redis_url import redis_client
-    from worker.store.connection import DatabaseError, connect
+    from worker.store.connection import DatabaseError
     from worker.tls import tls_refusal
 
     def redis_problem(url: str, setting: str) -> str | None:
@@ -64,9 +81,9 @@ def refuse_tls_problems(database_url: str | None, broker_url: str | None, events
         return None
 
     problems = []
-    if database_url:
+    if get_settings().database_url:
         try:
-            connect(database_url, autocommit=True, connect_timeout=10).close()
+            bootstrap.open_database(get_settings(), autocommit=True, connect_timeout=10, session=session).close()
         except DatabaseError as exc:
             problems.append(tls_refusal(exc, "RATINGS_DATABASE_URL"))
     if broker_url and broker_url.startswith("amqps://"):
@@ -125,10 +142,39 @@ def cli_producer_app():
 
 
 def configured_policies() -> dict[str, RatingPolicy]:
-    """Ladder name to engine policy from the ladders file; exit 2 naming file, line and key if broken."""
-    from worker.cli.policy import ladder_policies_or_exit
+    """Ladder name to engine policy from the ladders file (:func:`worker.bootstrap.engine_policies`);
+    exit 2 naming file, line and key if broken."""
+    from worker import bootstrap
 
-    return {name: loaded.policy for name, loaded in ladder_policies_or_exit().items()}
+    return _or_exit(bootstrap.engine_policies)
+
+
+def ladder_policies():
+    """Each ladder's :class:`worker.store.ladders.LadderPolicy` (policy, content, version) from the
+    ladders file (:func:`worker.bootstrap.load_ladder_policies`); exit 2 naming file, line and key
+    if broken."""
+    from worker import bootstrap
+
+    return _or_exit(bootstrap.load_ladder_policies)
+
+
+def ladder_files():
+    """Each ladder's policy with its content and source (:func:`worker.bootstrap.ladder_files`);
+    exit 2 naming file, line and key if broken."""
+    from worker import bootstrap
+
+    return _or_exit(bootstrap.ladder_files)
+
+
+def _or_exit(read):
+    """``read(settings)``; on a broken ladders file, print the error (file, line, key) and exit 2."""
+    from worker.policy.ladders import LadderConfigError
+
+    try:
+        return read(get_settings())
+    except LadderConfigError as exc:
+        err.print(f"ladders file error: {exc}", markup=False)
+        raise typer.Exit(2) from exc
 
 
 def require_known_ladder(ladder: str) -> None:

@@ -10,9 +10,8 @@ import typer
 from rich.table import Table
 
 from worker import store as repository
-from worker.cli.common import cli_producer_app, console, err, require_database_url, who_asks
+from worker.cli.common import cli_producer_app, console, err, open_database, who_asks
 from worker.settings import get_settings
-from worker.store.connection import connect
 
 dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.", invoke_without_command=True,
                                rich_markup_mode="markdown")
@@ -42,7 +41,7 @@ def dead_letters_list(
 ) -> None:
     """List dead letters with their reason codes (and a count of open ones by reason)."""
     chosen = DeadLetterStatus(status).value
-    with connect(require_database_url()) as conn:
+    with open_database() as conn:
         by_reason = repository.dead_letter_counts(conn)
         rows = repository.dead_letters(conn, limit, None if chosen == "any" else chosen, reason)
     console.print("open by reason: " + (", ".join(f"{k}={v}" for k, v in by_reason.items()) or "none"))
@@ -58,7 +57,7 @@ def dead_letters_list(
 @dead_letters_app.command("show")
 def dead_letters_show(dead_letter_id: Annotated[int, typer.Argument(help="Dead letter id.")]) -> None:
     """Every field of one dead letter, the raw body in full."""
-    with connect(require_database_url()) as conn:
+    with open_database() as conn:
         row = repository.dead_letter(conn, dead_letter_id)
     if row is None:
         err.print(f"no dead letter {dead_letter_id}")
@@ -86,7 +85,7 @@ def dead_letters_requeue(
     settings = get_settings()
     papp = cli_producer_app()
     failed = False
-    with connect(require_database_url(), autocommit=True) as conn:
+    with open_database(autocommit=True) as conn:
         for dead_letter_id in ids:
             row = repository.dead_letter(conn, dead_letter_id)
             if row is None or row["status"] != "open":
@@ -114,7 +113,7 @@ def dead_letters_discard(
 ) -> None:
     """Mark open dead letters discarded (kept, with who and when; never deleted)."""
     failed = False
-    with connect(require_database_url(), autocommit=True) as conn:
+    with open_database(autocommit=True) as conn:
         for dead_letter_id in ids:
             if repository.resolve_dead_letter(conn, dead_letter_id, "discarded", who_asks(by)):
                 console.print(f"dead letter {dead_letter_id} discarded")

@@ -1,13 +1,36 @@
-"""``ratings demo`` and ``ratings bench``: development commands (embedded servers, benchmark)."""
+"""``ratings demo`` and ``ratings bench``: development commands (embedded servers, benchmark).
+
+Both run :mod:`worker.devtools`, which a source checkout has and the built wheel (the production
+install) does not: without it they exit 2 saying what to install.
+"""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Optional
 
 import typer
 
 from worker.cli.common import err
+from worker.extras import MissingExtra
+
+
+def _devtools(module: str, command: str, extra: str) -> ModuleType:
+    """Import ``worker.devtools.<module>``; raise :class:`worker.extras.MissingExtra` naming the
+    install that brings it (a source checkout with ``extra``) when the installed package has no
+    development tools. An ImportError inside the tools themselves is left as it is."""
+    name = f"worker.devtools.{module}"
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("worker.devtools", name):
+            raise
+        raise MissingExtra(
+            f"ratings {command} runs the development tools (worker.devtools), which the installed package does "
+            f"not ship: from a source checkout of the project, pip install -e '.[{extra}]'"
+        ) from exc
 
 
 def demo(
@@ -16,8 +39,7 @@ def demo(
     workers: Annotated[int, typer.Option(help="Worker processes.")] = 2,
 ) -> None:
     """Run the whole path on real data: embedded servers unless URLs are set."""
-    from worker.devtools.demo import run_demo
-
+    run_demo = _devtools("demo", "demo", "demo").run_demo
     raise typer.Exit(run_demo(football_limit=limit, sedma_matches=sedma, workers=workers))
 
 
@@ -67,11 +89,10 @@ def bench(
     Uses RATINGS_DATABASE_URL / RATINGS_BROKER_URL when set (in a database, queue and stream of its
     own, removed at the end), embedded servers otherwise. Prints tables and writes --output.
     """
-    from worker.devtools.bench import BenchConfig, run_bench
-
+    tools = _devtools("bench", "bench", "bench")
     counts = _counts(workers, "--workers")
     paired = _counts(paired_workers, "--paired-workers")
-    config = BenchConfig(
+    config = tools.BenchConfig(
         matches=matches, workers=counts, main_workers=main_workers, publishers=publishers, players=players, soak_matches=soak_matches,
         producer_matches=producer_matches, rabbitmq_url=rabbitmq_url,
         ledger_size=ledger_size, ledger_players=ledger_players, engine_matches=engine_matches, repeats=repeats,
@@ -80,4 +101,4 @@ def bench(
         durability_rounds=durability_rounds, late_share=late_share, late_by=late_by,
         paired_rounds=paired_rounds, paired_matches=paired_matches, paired_workers=paired,
     )
-    raise typer.Exit(run_bench(config))
+    raise typer.Exit(tools.run_bench(config))

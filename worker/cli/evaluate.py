@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from worker import store as repository
-from worker.cli.common import configured_policies, console, err, require_database_url
+from worker.cli.common import configured_policies, console, err, open_database
 from worker.settings import get_settings
-from worker.store.connection import connect, snapshot
+from worker.store.connection import snapshot
+
+if TYPE_CHECKING:
+    from worker.ops.evaluate import EvaluationReport, LabelledPolicy, SkippedLines
 
 
 def evaluate(
@@ -48,6 +51,114 @@ def evaluate(
     score cap were hit, and the final rating distribution. Exit 2 on a usage error, 1 when the
     history is empty or --player has no match in it.
     """
+    from worker.ops import evaluate as ev
+
+    _check_usage(ladder, file, player, player_chart, drift_by)
+    kind, history_ladder = _history_kind(ladder, file)
+    policies = _chosen_policies(policy, history_ladder)
+
+    def run(history, total: int, source: str) -> ev.EvaluationReport:
+        return _replay(history, total, source, policies, quiet=quiet, skip_first=skip_first, drift_by=drift_by,
+                       drift_every=drift_every, player=player)
+
+    if kind == "ledger":
+        with open_database() as conn:
+            # One REPEATABLE READ snapshot (as verify): workers may keep applying matches meanwhile.
+            with snapshot(conn):
+                total = repository.ledger_size(conn, history_ladder)
+                if total == 0:
+                    err.print(f"[red]the ledger of ladder {history_ladder!r} holds no match[/red]")
+                    raise typer.Exit(1)
+                report = run(ev.ledger_history(conn, history_ladder), total, f"ledger of ladder {history_ladder}")
+    elif kind == "football":
+        assert file is not None
+        report = run(ev.football_history(file, history_ladder), max(ev.count_lines(file) - 1, 0), file.name)
+    else:
+        assert file is not None
+        from worker.policy.shapes import load_ladder_shapes
+
+        skipped = ev.SkippedLines()
+        shapes = load_ladder_shapes(get_settings().ladders_file).get(history_ladder)  # as the worker admits
+        report = run(ev.jsonl_history(file, history_ladder, skipped, shapes), ev.count_lines(file),
+                     f"{file.name} (ladder {history_ladder})")
+        report.skipped = skipped.to_json()
+        _print_skipped(skipped)
+
+    if report.matches == 0:
+        err.print("[red]the history holds no match to replay[/red]")
+        raise typer.Exit(1)
+    _print_and_write(report, len(policies), player, chart, player_chart, json_out)
+
+
+def _check_usage(ladder: str | None, file: Path | None, player: str | None, player_chart: Path | None,
+                 drift_by: str) -> None:
+    """Exit 2 naming the option at fault when the options do not go together."""
+    if ladder is None and file is None:
+        err.print("[red]name a history[/red]: --ladder L (its ledger) or --file F (football CSV or JSON Lines)")
+        raise typer.Exit(2)
+    if player_chart is not None and player is None:
+        err.print("[red]--player-chart needs --player ID[/red]")
+        raise typer.Exit(2)
+    if drift_by not in ("auto", "year", "matches"):
+        err.print(f"[red]--drift-by must be auto, year or matches[/red], got {drift_by!r}")
+        raise typer.Exit(2)
+
+
+def _history_kind(ladder: str | None, file: Path | None) -> tuple[str, str]:
+    """The history's kind (``ledger``, ``football`` or ``jsonl``) and its ladder, which picks the
+    default policy and, in a JSON Lines file, the messages; exit 2 for a CSV that is not the
+    football one, 1 for a JSON Lines file without a valid message."""
+    from worker.ops import evaluate as ev
+
+    if file is None:
+        assert ladder is not None  # checked by _check_usage
+        return "ledger", ladder
+    if ev.is_football_csv(file):
+        return "football", ladder or "elo"
+    if file.suffix.lower() == ".csv":
+        err.print(f"[red]{file} is not the international football CSV[/red] (it needs the columns date, "
+                  "home_team, away_team, home_score, away_score); other files are read as JSON Lines")
+        raise typer.Exit(2)
+    history_ladder = ladder or ev.first_ladder(file)
+    if history_ladder is None:
+        err.print(f"[red]{file} holds no valid MatchFinished line[/red]")
+        raise typer.Exit(1)
+    return "jsonl", history_ladder
+
+
+def _chosen_policies(paths: list[Path] | None, history_ladder: str) -> list[LabelledPolicy]:
+    """The policies to compare: one per ``--policy`` file (labelled by its stem, numbered when
+    repeated), else the history ladder's configured policy; exit 2 on a broken file or an
+    unknown ladder."""
+    from worker.ops import evaluate as ev
+    from worker.policy.ladders import LadderConfigError, load_policy_file
+
+    policies: list[ev.LabelledPolicy] = []
+    if not paths:
+        configured = configured_policies()
+        if history_ladder not in configured:
+            err.print(f"[red]ladder {history_ladder!r} is not configured[/red] (configured: "
+                      f"{', '.join(sorted(configured))}); pass --policy FILE or --ladder L")
+            raise typer.Exit(2)
+        return [ev.LabelledPolicy(history_ladder, configured[history_ladder],
+                                  f"ladder {history_ladder} ({get_settings().ladders_file})")]
+    labels: Counter[str] = Counter()
+    for path in paths:
+        try:
+            loaded = load_policy_file(path)
+        except LadderConfigError as exc:
+            err.print(f"[red]policy file error[/red]: {exc}")
+            raise typer.Exit(2) from exc
+        labels[path.stem] += 1
+        label = path.stem if labels[path.stem] == 1 else f"{path.stem} #{labels[path.stem]}"
+        policies.append(ev.LabelledPolicy(label, loaded, str(path)))
+    return policies
+
+
+def _replay(history, total: int, source: str, policies: list[LabelledPolicy], *, quiet: bool, skip_first: int,
+            drift_by: str, drift_every: int | None, player: str | None) -> EvaluationReport:
+    """:func:`worker.ops.evaluate.evaluate` over ``history`` (``total`` matches) with a progress bar
+    on a terminal."""
     import time
 
     from rich.progress import (
@@ -60,101 +171,40 @@ def evaluate(
     )
 
     from worker.ops import evaluate as ev
-    from worker.policy.ladders import LadderConfigError, load_policy_file
-    from worker.policy.shapes import load_ladder_shapes
 
-    if ladder is None and file is None:
-        err.print("[red]name a history[/red]: --ladder L (its ledger) or --file F (football CSV or JSON Lines)")
-        raise typer.Exit(2)
-    if player_chart is not None and player is None:
-        err.print("[red]--player-chart needs --player ID[/red]")
-        raise typer.Exit(2)
-    if drift_by not in ("auto", "year", "matches"):
-        err.print(f"[red]--drift-by must be auto, year or matches[/red], got {drift_by!r}")
-        raise typer.Exit(2)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("matches"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True, disable=quiet or not err.is_terminal) as progress:
+        task = progress.add_task(f"replaying under {len(policies)} polic{'y' if len(policies) == 1 else 'ies'}",
+                                 total=total)
+        return ev.evaluate(
+            history, policies, source=source, skip_first=skip_first, drift_by=drift_by,
+            drift_every=drift_every or ev.drift_period(total), player=player,
+            progress=lambda n: progress.advance(task, n), clock=time.perf_counter,
+        )
 
-    # The history's ladder: it picks the default policy and, in a JSON Lines file, the messages.
-    kind = "ledger"
-    history_ladder = ladder
-    if file is not None:
-        if ev.is_football_csv(file):
-            kind, history_ladder = "football", ladder or "elo"
-        elif file.suffix.lower() == ".csv":
-            err.print(f"[red]{file} is not the international football CSV[/red] (it needs the columns date, "
-                      "home_team, away_team, home_score, away_score); other files are read as JSON Lines")
-            raise typer.Exit(2)
-        else:
-            kind, history_ladder = "jsonl", ladder or ev.first_ladder(file)
-            if history_ladder is None:
-                err.print(f"[red]{file} holds no valid MatchFinished line[/red]")
-                raise typer.Exit(1)
-    assert history_ladder is not None  # --ladder, else --file's: checked above for each kind
 
-    policies: list[ev.LabelledPolicy] = []
-    if policy:
-        labels: Counter[str] = Counter()
-        for path in policy:
-            try:
-                loaded = load_policy_file(path)
-            except LadderConfigError as exc:
-                err.print(f"[red]policy file error[/red]: {exc}")
-                raise typer.Exit(2) from exc
-            labels[path.stem] += 1
-            label = path.stem if labels[path.stem] == 1 else f"{path.stem} #{labels[path.stem]}"
-            policies.append(ev.LabelledPolicy(label, loaded, str(path)))
-    else:
-        configured = configured_policies()
-        if history_ladder not in configured:
-            err.print(f"[red]ladder {history_ladder!r} is not configured[/red] (configured: "
-                      f"{', '.join(sorted(configured))}); pass --policy FILE or --ladder L")
-            raise typer.Exit(2)
-        policies.append(ev.LabelledPolicy(history_ladder, configured[history_ladder],
-                                          f"ladder {history_ladder} ({get_settings().ladders_file})"))
+def _print_skipped(skipped: SkippedLines) -> None:
+    """The lines of a JSON Lines history left out, by reason, with examples (on stderr)."""
+    if not skipped.total:
+        return
+    bad = ", ".join(f"{reason}={n}" for reason, n in sorted(skipped.bad.items())) or "none"
+    err.print(f"[yellow]left out {skipped.total:,} line(s)[/yellow]: bad lines by reason: {bad}; "
+              f"other ladders: {skipped.other_ladder:,}; repeated match ids: {skipped.duplicate_ids:,}")
+    for number, reason, detail in skipped.examples:
+        err.print(f"  line {number}: {reason}: {detail}", highlight=False, markup=False)
 
-    skipped = ev.SkippedLines()
 
-    def run(history, total: int, source: str) -> ev.EvaluationReport:
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("matches"),
-                   TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=err, transient=True, disable=quiet or not err.is_terminal) as progress:
-            task = progress.add_task(f"replaying under {len(policies)} polic{'y' if len(policies) == 1 else 'ies'}",
-                                     total=total)
-            return ev.evaluate(
-                history, policies, source=source, skip_first=skip_first, drift_by=drift_by,
-                drift_every=drift_every or ev.drift_period(total), player=player,
-                progress=lambda n: progress.advance(task, n), clock=time.perf_counter,
-            )
+def _print_and_write(report: EvaluationReport, policy_count: int, player: str | None, chart: Path | None,
+                     player_chart: Path | None, json_out: Path | None) -> None:
+    """The report's table and notes, then the JSON and charts asked for; exit 1 when ``player``
+    has no match in the history (after writing the rest)."""
+    from worker.ops import evaluate as ev
 
-    if file is None:  # kind "ledger"
-        with connect(require_database_url()) as conn:
-            # One REPEATABLE READ snapshot (as verify): workers may keep applying matches meanwhile.
-            with snapshot(conn):
-                total = repository.ledger_size(conn, history_ladder)
-                if total == 0:
-                    err.print(f"[red]the ledger of ladder {history_ladder!r} holds no match[/red]")
-                    raise typer.Exit(1)
-                report = run(ev.ledger_history(conn, history_ladder), total, f"ledger of ladder {history_ladder}")
-    elif kind == "football":
-        report = run(ev.football_history(file, history_ladder), max(ev.count_lines(file) - 1, 0), file.name)
-    else:
-        shapes = load_ladder_shapes(get_settings().ladders_file).get(history_ladder)  # as the worker admits
-        report = run(ev.jsonl_history(file, history_ladder, skipped, shapes), ev.count_lines(file),
-                     f"{file.name} (ladder {history_ladder})")
-        report.skipped = skipped.to_json()
-        if skipped.total:
-            bad = ", ".join(f"{reason}={n}" for reason, n in sorted(skipped.bad.items())) or "none"
-            err.print(f"[yellow]left out {skipped.total:,} line(s)[/yellow]: bad lines by reason: {bad}; "
-                      f"other ladders: {skipped.other_ladder:,}; repeated match ids: {skipped.duplicate_ids:,}")
-            for number, reason, detail in skipped.examples:
-                err.print(f"  line {number}: {reason}: {detail}", highlight=False, markup=False)
-
-    if report.matches == 0:
-        err.print("[red]the history holds no match to replay[/red]")
-        raise typer.Exit(1)
     console.print(ev.report_table(report))
     console.print(ev.NOTES, highlight=False, markup=False)
-    console.print(f"{report.matches:,} match{'' if report.matches == 1 else 'es'} replayed under {len(policies)} polic"
-                  f"{'y' if len(policies) == 1 else 'ies'} in {report.seconds:.1f} s", highlight=False)
+    console.print(f"{report.matches:,} match{'' if report.matches == 1 else 'es'} replayed under {policy_count} polic"
+                  f"{'y' if policy_count == 1 else 'ies'} in {report.seconds:.1f} s", highlight=False)
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_json(), indent=2, default=str) + "\n", encoding="utf-8")
         console.print(f"wrote {json_out}")

@@ -8,9 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from worker.cli.common import console, require_database_url
+from worker.cli.common import console, open_database
 from worker.settings import get_settings
-from worker.store.connection import connect
 from worker.store.event_log import prune_outbox, read_events, read_snapshot
 
 events_app = typer.Typer(help="Read rating-changed events from the database (consumers' backfill), as JSON Lines.",
@@ -42,7 +41,7 @@ def events_read(
     Events older than the retention (RATINGS_OUTBOX_RETENTION_DAYS) are pruned: when the first sequence
     printed for a player is above --after-sequence + 1, take `ratings events snapshot` for that player.
     """
-    with connect(require_database_url(), autocommit=True) as conn:
+    with open_database(autocommit=True) as conn:
         _write(read_events(conn, ladder, player, after_sequence))
 
 
@@ -50,7 +49,7 @@ def events_read(
 def events_snapshot(ladder: LadderOpt = None, player: PlayerOpt = None) -> None:
     """Print each player's current rating and last event sequence, one JSON object a line
     (ladder, player_id, rating, games_played, sequence)."""
-    with connect(require_database_url(), autocommit=True) as conn:
+    with open_database(autocommit=True) as conn:
         _write(read_snapshot(conn, ladder, player))
 
 
@@ -60,6 +59,6 @@ def outbox_prune(
 ) -> None:
     """Delete published outbox events older than the retention (never unpublished ones)."""
     days = get_settings().outbox_retention_days if older_than_days is None else older_than_days
-    with connect(require_database_url(), autocommit=True) as conn:
+    with open_database(autocommit=True) as conn:
         n = prune_outbox(conn, days * 86400.0)
     console.print(f"pruned {n} published events older than {days:g} days")

@@ -20,14 +20,14 @@ from worker.cli.common import (
     configured_policies,
     console,
     err,
-    require_database_url,
+    ladder_policies,
+    open_database,
     require_known_ladder,
     require_session_database_url,
     who_asks,
 )
 from worker.ops.render import leaderboard_table
 from worker.settings import get_settings
-from worker.store.connection import connect
 
 
 def leaderboard(
@@ -38,7 +38,7 @@ def leaderboard(
     """Players of a ladder by rating: rank, player, rating, games, wins, draws, losses, win %
     (a draw counts as half a win)."""
     require_known_ladder(ladder)
-    with connect(require_database_url()) as conn:
+    with open_database() as conn:
         rows = repository.leaderboard(conn, ladder, top)
     columns = ["rank", "player_id", "rating", "games", "wins", "draws", "losses", "win_pct"]
     if as_csv:
@@ -58,7 +58,7 @@ def history(
 ) -> None:
     """One player's rating history on a ladder, oldest first."""
     require_known_ladder(ladder)
-    with connect(require_database_url()) as conn:
+    with open_database() as conn:
         rows = repository.history(conn, ladder, player)
     if not rows:
         err.print(f"no history for {player!r} on ladder {ladder!r}")
@@ -76,7 +76,7 @@ def history(
                       f"{r['rating_before']:.1f}", f"{r['rating_after']:.1f}", f"{r['delta']:+.1f}",
                       f"{r['expected_score']:.3f}", f"{r['actual_score']:.3f}", f"{r['k_factor']:g}")
     console.print(table)
-    with connect(require_database_url()) as conn:
+    with open_database() as conn:
         rewrites = repository.history_corrections(conn, ladder, player)
     for c in rewrites:
         what = (f"late match {c['match_id']} placed in its position" if c["kind"] == "late"
@@ -94,13 +94,11 @@ def annul(
     """Annul matches: remove them from their ladder's chronological replay, re-rate what followed them
     exactly, send `correction` events; the ledger keeps them, the annulment is on record. Annulling
     an annulled match does nothing."""
-    from worker.bootstrap import load_ladder_policies
-
     annulled_by = who_asks(by)
     _check_annulment(match_ids, reason, annulled_by)
-    ladders = load_ladder_policies(get_settings())
+    ladders = ladder_policies()
     try:
-        with connect(require_database_url(), autocommit=True) as conn:
+        with open_database(autocommit=True) as conn:
             result = repository.annul_matches(conn, match_ids, reason, annulled_by, ladders)
     except repository.AnnulmentRefused as exc:
         err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}")
@@ -141,7 +139,7 @@ def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: 
     policies = configured_policies()
     ladders = [ladder] if ladder else sorted(policies)
     failed = False
-    with connect(require_database_url()) as conn:
+    with open_database() as conn:
         for name in ladders:
             if name not in policies:
                 err.print(f"[red]unknown ladder {name!r}[/red]; configured: {', '.join(sorted(policies))}")
@@ -199,7 +197,7 @@ def export(
     if not to_stdout and not output.parent.is_dir():
         err.print(f"[red]folder {str(output.parent)!r} does not exist[/red]: create it or choose another --output")
         raise typer.Exit(2)
-    with connect(require_database_url()) as conn:
+    with open_database() as conn:
         rows = repository.leaderboard(conn, ladder, top)
         record = repository.ladder_record(conn, ladder)
     standings = standings_from_rows(rows)
@@ -294,7 +292,7 @@ def rebuilds(
     limit: Annotated[int, typer.Option(help="How many, newest first.", min=1)] = 20,
 ) -> None:
     """Past and running rebuilds: who, when, policy, order, counts, lock hold time, status."""
-    with connect(require_database_url()) as conn:
+    with open_database() as conn:
         rows = repository.rebuilds(conn, ladder, limit)
     table = Table(title="rebuilds (newest first)")
     columns: list[tuple[str, JustifyMethod]] = [

@@ -86,7 +86,7 @@ def generate(
     ladder: Annotated[str, typer.Option(help="Ladder name.")] = "sedma",
 ) -> None:
     """Write seeded Sedma matches (1v1 and 2v2) as JSON Lines to standard output."""
-    from worker.devtools.generate import generate_sedma_matches
+    from worker.ops.generate import generate_sedma_matches
 
     for m in generate_sedma_matches(matches, players, seed, ladder):
         sys.stdout.write(m.model_dump_json() + "\n")

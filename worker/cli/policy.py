@@ -18,15 +18,11 @@ err = Console(stderr=True)
 
 
 def ladder_policies_or_exit():
-    """The ladders file's policies (:func:`worker.policy.ladders.load_ladder_policies`); on a broken file,
-    print the error (file, line, key) and exit 2."""
-    from worker.policy.ladders import LadderConfigError, load_ladder_policies
+    """The ladders file's policies (:func:`worker.bootstrap.ladder_files`); on a broken file, print
+    the error (file, line, key) and exit 2."""
+    from worker.cli.common import ladder_files
 
-    try:
-        return load_ladder_policies(get_settings().ladders_file)
-    except LadderConfigError as exc:
-        err.print(f"ladders file error: {exc}", markup=False)
-        raise typer.Exit(2) from exc
+    return ladder_files()
 
 
 def _ladder_shapes_or_exit():
@@ -54,11 +50,12 @@ def _database_view(ladder: str) -> tuple[str | None, list[tuple[str | None, int]
     url = get_settings().database_url
     if not url:
         return None
-    from worker.store.connection import DatabaseError, connect
+    from worker import bootstrap
+    from worker.store.connection import DatabaseError
     from worker.store.policy_records import ledger_matches_by_policy_version, policy_version_in_force
 
     try:
-        with connect(url, connect_timeout=3) as conn:
+        with bootstrap.open_database(get_settings(), connect_timeout=3) as conn:
             return policy_version_in_force(conn, ladder), ledger_matches_by_policy_version(conn, ladder)
     except DatabaseError:
         return None
@@ -127,7 +124,7 @@ def _resolve(spec: str):
     from worker.policy.config import LoadedPolicy, PolicyConfig, PolicyConfigError, load_policy
 
     if spec.startswith("version:"):
-        from worker.store.connection import connect
+        from worker import bootstrap
         from worker.store.policy_records import policy_content
 
         version = spec.removeprefix("version:")
@@ -135,7 +132,7 @@ def _resolve(spec: str):
         if not url:
             err.print("version:HASH needs RATINGS_DATABASE_URL")
             raise typer.Exit(2)
-        with connect(url, connect_timeout=10) as conn:
+        with bootstrap.open_database(get_settings(), connect_timeout=10) as conn:
             content = policy_content(conn, version)
         if content is None:
             err.print(f"no policy with version {version!r} in the policies table")

@@ -14,13 +14,14 @@ from worker.cli.common import (
     configured_policies,
     console,
     err,
+    open_database,
     require_broker_url,
     require_database_url,
     require_events_url,
     require_session_database_url,
 )
 from worker.settings import get_settings
-from worker.store.connection import NotMigrated, connect
+from worker.store.connection import NotMigrated
 
 
 def migrate() -> None:
@@ -38,7 +39,7 @@ def _record_policies() -> None:
 
     loaded = ladder_policies_or_exit()
     try:
-        with connect(require_database_url(), connect_timeout=10) as conn:
+        with open_database(connect_timeout=10) as conn:
             repository.record_policies(conn, {name: (lp.version, lp.config.canonical()) for name, lp in loaded.items()})
     except NotMigrated:
         err.print("policies not recorded: run `ratings migrate` first")
@@ -58,9 +59,9 @@ def worker(
     """
     from worker.cli.common import refuse_tls_problems, schema_problem
 
-    url = require_database_url(check_schema=False)
-    refuse_tls_problems(url, require_broker_url(), get_settings().events_url)
-    problem = schema_problem(url)
+    require_database_url(check_schema=False)
+    refuse_tls_problems(require_broker_url(), get_settings().events_url)
+    problem = schema_problem()
     if problem and "newer than this code" in problem:
         err.print(f"[red]refused[/red]: {problem}")
         raise typer.Exit(2)
@@ -82,18 +83,19 @@ def worker(
 
 def relay() -> None:
     """Publish committed rating-changed events from the outbox to the Redis Stream."""
+    from worker.bootstrap import build_relay
     from worker.cli.common import refuse_tls_problems
     from worker.service.observability import configure_logging
-    from worker.service.relay import run_relay, serve_relay_http
 
     require_database_url()
-    refuse_tls_problems(get_settings().session_database_url, require_broker_url(), require_events_url())
+    refuse_tls_problems(require_broker_url(), require_events_url(), session=True)
     _warn_broker_durability()
+    configured_policies()  # a broken ladders file: one line and exit 2, before the relay starts
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
-    heartbeat = serve_relay_http(settings, configured_policies())
+    relay = build_relay(settings)
     try:
-        run_relay(settings, heartbeat=heartbeat)
+        relay.run()
     except KeyboardInterrupt:
         pass
 

@@ -15,9 +15,9 @@ from rich.table import Table
 
 from worker import store as repository
 from worker.devtools.embedded import EmbeddedServers
-from worker.devtools.generate import generate_sedma_matches
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.ops.football import football_matches
+from worker.ops.generate import generate_sedma_matches
 from worker.ops.render import leaderboard_table
 from worker.ops.verify import verify_ladder
 from worker.policy.ladders import load_ladders

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
-import stamina
 from celery.worker.consumer import Consumer
 from kombu.exceptions import ContentDisallowed
 
-from worker import store as repository
 from worker.service import observability
-from worker.settings import get_settings, required_url
+
+if TYPE_CHECKING:
+    from worker.store.dead_letter_writer import DeadLetterWriter
 
 log = logging.getLogger(__name__)
 
@@ -56,28 +55,16 @@ class RatingsConsumer(Consumer):
 
     Blueprint = _Blueprint
 
-    _conn: psycopg.Connection | None = None
-
-    def _connection(self) -> psycopg.Connection:
-        if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(required_url(get_settings().database_url, "RATINGS_DATABASE_URL"),
-                                         autocommit=True, prepare_threshold=None)
-        return self._conn
+    @property
+    def _dead_letters(self) -> DeadLetterWriter:
+        # Built by the composition root (worker.bootstrap.create_app) with the worker's settings.
+        return self.app.conf.ratings_dead_letters
 
     def _dead_letter(self, message: Any, reason_code: str, detail: str) -> None:
-        try:
-            for attempt in stamina.retry_context(on=psycopg.OperationalError, attempts=5, timeout=30.0):
-                with attempt:
-                    try:
-                        repository.insert_dead_letter(
-                            self._connection(), reason_code, detail, message.body, None, _task_id(message),
-                            message.content_type, _headers(message),
-                        )
-                    except psycopg.OperationalError:
-                        self._conn = None
-                        raise
-        except psycopg.OperationalError as exc:
-            log.error("cannot record dead letter %s (%s); leaving the message unacknowledged", reason_code, exc)
+        failure = self._dead_letters.write(reason_code, detail, message.body, _task_id(message),
+                                           message.content_type, _headers(message))
+        if failure is not None:
+            log.error("cannot record dead letter %s (%s); leaving the message unacknowledged", reason_code, failure)
             return
         log.warning("dead letter %s: %s", reason_code, detail)
         observability.MESSAGES.labels("dead_letter").inc()

@@ -441,24 +441,3 @@ class _HotRow(NamedTuple):
     waited_seconds: float
     deferred_matches: int
     last: datetime
-
-
-# -- for the benchmark's locked run (worker/devtools/bench/hot_lock.py)
-
-def hold_player_rows(conn: psycopg.Connection, player_id: str) -> int:
-    """Lock every ladder's row of ``player_id`` ``FOR UPDATE`` in ``conn``'s open transaction (not
-    autocommit), as a stuck session would; returns how many rows. Released when it ends."""
-    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM players WHERE player_id = %s FOR UPDATE) AS l",
-                        (player_id,)).fetchone()[0]
-
-
-def applied_with_prefix(conn: psycopg.Connection, prefix: str) -> int:
-    """Matches in the ledger whose id starts with ``prefix``."""
-    return conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (prefix + "%",)).fetchone()[0]
-
-
-def lock_waits_of(conn: psycopg.Connection, player_id: str) -> tuple[int, int]:
-    """(matches deferred, waits) recorded in ``player_lock_waits`` for ``player_id``, every ladder."""
-    row = conn.execute("SELECT coalesce(sum(deferred_matches), 0), count(*) FROM player_lock_waits "
-                       "WHERE player_id = %s", (player_id,)).fetchone()
-    return (int(row[0]), int(row[1])) if row is not None else (0, 0)

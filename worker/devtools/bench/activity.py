@@ -7,16 +7,16 @@ a new player's row waits, inside ``INSERT ... ON CONFLICT DO NOTHING``, for any 
 inserted the same player and has not committed yet, and nothing records that wait.
 
 :class:`ActivitySampler` reads ``pg_stat_activity`` every ``interval`` seconds from a session of its
-own (``application_name`` :data:`worker.store.bench_data.BENCH_OBSERVER_APPLICATION`, left out of the
+own (``application_name`` :data:`worker.devtools.bench.sql.BENCH_OBSERVER_APPLICATION`, left out of the
 service's CPU) while a run goes on, and counts each backend running a statement by what it waits for
 (``Lock:transactionid``, ``IO:WALSync``, ... or ``running``: on a CPU or waiting for one) and by
-which statement of the service it runs (:func:`worker.store.bench_data.statement_label`). The
+which statement of the service it runs (:func:`worker.devtools.bench.sql.statement_label`). The
 counts divided by the samples give the mean number of backends in each state; their shares of
 all counts, where the backends' active time went. A sample is one small query of the observer's
 session (its CPU, not measured apart, counts as "everything else").
 
 A sample in which :data:`CHAIN_SAMPLE_WAITERS` or more backends wait for a lock also reads the
-heads of the waits (:func:`worker.store.bench_data.lock_chain_heads`: the backends others wait for
+heads of the waits (:func:`worker.devtools.bench.sql.lock_chain_heads`: the backends others wait for
 that wait for no lock themselves, by state and statement): a stall of every worker shows whether
 its head is a transaction idle between two statements (its client busy, or waiting), one running a
 statement, or none (the waits form a cycle of short, retried lock waits, which PostgreSQL's
@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.common import SessionLoop
-from worker.store import bench_data
-from worker.store.bench_data import statement_label
+from worker.devtools.bench.sql import statement_label
 
 CHAIN_SAMPLE_WAITERS = 3
 """Backends waiting for a lock in one sample from which the sampler reads the waits' heads."""
@@ -70,7 +70,7 @@ class ActivitySampler(SessionLoop):
     thread, between ``__enter__`` and ``__exit__``; :meth:`summary` gives :func:`summarize` of them
     (``interval`` 0: no sampling, an empty summary)."""
 
-    application = bench_data.BENCH_OBSERVER_APPLICATION
+    application = bench_sql.BENCH_OBSERVER_APPLICATION
     name = "bench-activity"
 
     def __init__(self, database_url: str, interval: float = 0.04):
@@ -84,13 +84,13 @@ class ActivitySampler(SessionLoop):
         """One sample: count each active backend by (wait, statement); with
         :data:`CHAIN_SAMPLE_WAITERS` or more of them waiting for a lock, the waits' heads too."""
         waiting = 0
-        for wait, query in bench_data.active_backends(conn):
+        for wait, query in bench_sql.active_backends(conn):
             self.counts[(wait, statement_label(query or ""))] += 1
             waiting += wait.startswith("Lock:")
         self.samples += 1
         if waiting >= CHAIN_SAMPLE_WAITERS:
             self.chain_samples += 1
-            heads = bench_data.lock_chain_heads(conn)
+            heads = bench_sql.lock_chain_heads(conn)
             for state, query in heads:
                 self.heads[(state or "", statement_label(query or ""))] += 1
             if not heads:

@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from worker import store as repository
+from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.activity import ActivitySampler
 from worker.devtools.bench.common import NOOP_TASK, RATING_TASK, SessionLoop, latency_summary
 from worker.devtools.bench.cpu import CpuMeter, Snapshot, per_match
@@ -22,7 +23,6 @@ from worker.devtools.bench.publishers import Published, encode_all, publish
 from worker.devtools.runtime import ServiceProcesses
 from worker.redis_url import stream_entries
 from worker.settings import get_settings
-from worker.store import bench_data
 from worker.store.connection import connect
 
 # --------------------------------------------------------------------------------------------
@@ -31,10 +31,10 @@ from worker.store.connection import connect
 
 def service_matches(count: int, seed: int, prefix: str, players: int, hot_share: float = 0.0,
                     hot_players: int = 10) -> list[dict[str, Any]]:
-    """``count`` generated Sedma matches (``worker.devtools.generate``: 1v1 and 2v2, plausible stats) as JSON
+    """``count`` generated Sedma matches (``worker.ops.generate``: 1v1 and 2v2, plausible stats) as JSON
     dicts, their players drawn uniformly from ``players`` ids; with ``hot_share``, that share of the
     matches has one of its players replaced by one of ``hot_players`` hot players."""
-    from worker.devtools.generate import generate_sedma_matches
+    from worker.ops.generate import generate_sedma_matches
 
     rng = random.Random(seed)
     out = []
@@ -125,7 +125,7 @@ class _Vacuum(SessionLoop):
     or a production server whose autovacuum is off, would show the same).
     """
 
-    application = bench_data.BENCH_VACUUM_APPLICATION
+    application = bench_sql.BENCH_VACUUM_APPLICATION
     name = "bench-vacuum"
 
     def __init__(self, database_url: str, interval: float):
@@ -134,14 +134,14 @@ class _Vacuum(SessionLoop):
 
     def tick(self, conn) -> None:
         """One ``VACUUM (ANALYZE)`` of the rating tables."""
-        bench_data.vacuum_analyze_rating_tables(conn)
+        bench_sql.vacuum_analyze_rating_tables(conn)
         self.rounds += 1
 
 
 def autovacuum_on(database_url: str) -> bool:
     """Is the server's autovacuum on?"""
     with connect(database_url, autocommit=True) as conn:
-        return bench_data.autovacuum_on(conn)
+        return bench_sql.autovacuum_on(conn)
 
 
 class Cluster:
@@ -211,7 +211,7 @@ class Cluster:
     def reset(self) -> None:
         """Empty tables and stream between runs (the queue is empty: every run waits for its end)."""
         with connect(self.database_url, autocommit=True) as conn:
-            bench_data.truncate_service_tables(conn)
+            bench_sql.truncate_service_tables(conn)
         self.redis.delete(self.stream)
 
     def _my_unacked(self) -> int:
@@ -326,7 +326,7 @@ class Cluster:
         with connect(self.database_url, autocommit=True) as conn:
             # the bench's own queries (counts, verify) are not the service's: left out of the
             # backend activity samples, as of the CPU figures
-            conn.execute(f"SET application_name = '{bench_data.BENCH_OBSERVER_APPLICATION}'")
+            conn.execute(f"SET application_name = '{bench_sql.BENCH_OBSERVER_APPLICATION}'")
             meter = self.cpu_meter(conn)
             pub, clock, before = self._publish_timed(RATING_TASK, matches, rate, preload, meter)
             sent = {m["match_id"]: t for m, t in zip(matches, pub.times)}
@@ -349,12 +349,12 @@ class Cluster:
                                        f"{self.redis.xlen(self.stream)} of {expected_events} events on the stream")
                 time.sleep(0.05)
             cpu = per_match(before, meter.snapshot(), len(matches), pub.cpu_seconds)
-            committed = bench_data.commit_times(conn)
+            committed = bench_sql.commit_times(conn)
             policies = load_ladders(get_settings().ladders_file)
             verified = all(verify_ladder(conn, ladder, policy).ok for ladder, policy in policies.items())
-            corrections = bench_data.correction_figures(conn)
-            transactions = bench_data.rating_transactions(conn)
-            lock_waits = bench_data.lock_wait_figures(conn)
+            corrections = bench_sql.correction_figures(conn)
+            transactions = bench_sql.rating_transactions(conn)
+            lock_waits = bench_sql.lock_wait_figures(conn)
         on_stream: dict[str, float] = {}
         start = "-"
         while True:

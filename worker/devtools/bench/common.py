@@ -167,7 +167,7 @@ class SessionLoop:
     """Calls :meth:`tick` with a session of its own every ``interval`` seconds, in a thread, between
     ``__enter__`` and ``__exit__`` (``interval`` 0: never). The session's ``application_name`` is
     :attr:`application`, by which the bench's CPU accounting leaves it out of the service's
-    PostgreSQL figure (:func:`worker.store.bench_data.server_process_ids`)."""
+    PostgreSQL figure (:func:`worker.devtools.bench.sql.server_process_ids`)."""
 
     application = ""
     name = "bench-loop"

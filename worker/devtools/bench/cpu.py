@@ -31,7 +31,7 @@ from typing import Any
 
 import redis
 
-from worker.store import bench_data
+from worker.devtools.bench import sql as bench_sql
 
 SERVICE_PARTS = ("postgresql_backends", "postgresql_background", "worker_main", "worker_children", "redis", "relay")
 """The parts summed into the service's CPU per match."""
@@ -105,7 +105,7 @@ class CpuMeter:
             except psutil.NoSuchProcess:
                 children = []
             pids["worker_children"] += [child.pid for child in children]
-        backends, background, vacuums = bench_data.server_process_ids(self.conn)
+        backends, background, vacuums = bench_sql.server_process_ids(self.conn)
         pids |= {"postgresql_backends": backends, "bench_vacuum": vacuums, "postgresql_background": background}
         s = Snapshot({p: {} for p in SERVICE_PARTS})
         for part, part_pids in pids.items():

@@ -28,8 +28,8 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
     """Part 4: the engine's public call and replay paths against elote and an inline loop."""
     from engine import Match, Outcome, Participant, fast_replay, rate
     from engine.replay import replay
-    from worker.devtools.generate import generate_sedma_matches
     from worker.mapping import to_engine_match
+    from worker.ops.generate import generate_sedma_matches
     from worker.policy.ladders import load_ladders
 
     policies = load_ladders(get_settings().ladders_file)
@@ -80,34 +80,7 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
         "fast_replay_per_s": best_rate(replay_all(fast_replay.replay, classic, elo), repeats),
         "inline_loop_per_s": best_rate(inline_loop, repeats),
     }
-    try:
-        from elote import EloCompetitor
-
-        def elote_loop():
-            competitors: dict[str, EloCompetitor] = {}
-            for a, b, s in pairs:
-                ca = competitors.get(a)
-                if ca is None:
-                    ca = competitors[a] = EloCompetitor(initial_rating=1200, k_factor=30)
-                cb = competitors.get(b)
-                if cb is None:
-                    cb = competitors[b] = EloCompetitor(initial_rating=1200, k_factor=30)
-                if s == 1.0:
-                    ca.beat(cb)
-                elif s == 0.0:
-                    cb.beat(ca)
-                else:
-                    ca.tied(cb)
-            return len(pairs)
-
-        results["classic_1v1"]["elote_per_s"] = best_rate(elote_loop, repeats)
-        from importlib.metadata import version
-
-        results["elote_version"] = version("elote")
-    except ImportError:
-        results["classic_1v1"]["elote_per_s"] = None
-        results["elote_version"] = None
-        progress.print("[yellow]elote is not installed[/yellow] (pip install -e '.[bench]'): no elote figure")
+    results["classic_1v1"]["elote_per_s"], results["elote_version"] = _elote_rate(pairs, repeats)
     results["sedma_1v1"] = {
         "rate_per_s": best_rate(rate_all(sedma_1v1, sedma_standing, sedma), repeats),
         "replay_per_s": best_rate(replay_all(replay, sedma_1v1, sedma), repeats),
@@ -129,3 +102,31 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
     return results
 
 
+def _elote_rate(pairs: list[tuple[str, str, float]], repeats: int) -> tuple[float | None, str | None]:
+    """elote's ``EloCompetitor`` over ``pairs`` (K 30, initial 1200): best rate of ``repeats`` runs
+    (matches per second) and elote's version; ``(None, None)`` when elote is not installed."""
+    try:
+        from elote import EloCompetitor
+    except ImportError:
+        progress.print("[yellow]elote is not installed[/yellow] (pip install -e '.[bench]'): no elote figure")
+        return None, None
+    from importlib.metadata import version
+
+    def elote_loop():
+        competitors: dict[str, EloCompetitor] = {}
+        for a, b, s in pairs:
+            ca = competitors.get(a)
+            if ca is None:
+                ca = competitors[a] = EloCompetitor(initial_rating=1200, k_factor=30)
+            cb = competitors.get(b)
+            if cb is None:
+                cb = competitors[b] = EloCompetitor(initial_rating=1200, k_factor=30)
+            if s == 1.0:
+                ca.beat(cb)
+            elif s == 0.0:
+                cb.beat(ca)
+            else:
+                ca.tied(cb)
+        return len(pairs)
+
+    return best_rate(elote_loop, repeats), version("elote")

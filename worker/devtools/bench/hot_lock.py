@@ -13,8 +13,8 @@ import threading
 import time
 from typing import Any
 
+from worker.devtools.bench.sql import applied_with_prefix, hold_player_rows, lock_waits_of
 from worker.store.connection import connect
-from worker.store.locking import applied_with_prefix, hold_player_rows, lock_waits_of
 
 HOT_PLAYER = "hot00"
 """The hot player whose row is locked (``service_matches`` names hot players ``hot00``, ``hot01``...)."""

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from worker import store as repository
+from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.common import BenchConfig, progress
 from worker.settings import get_settings
-from worker.store import bench_data
 from worker.store.connection import Connection, connect, snapshot
 
 # --------------------------------------------------------------------------------------------
@@ -28,7 +28,7 @@ def _verify_child(database_url: str, ladders_file: str, mode: str) -> dict[str, 
 
     policy = load_ladders(Path(ladders_file))["elo"]
     with connect(database_url, autocommit=True) as conn:
-        bench_data.ping(conn)
+        bench_sql.ping(conn)
         rss_before = psutil.Process().memory_info().rss
         started = time.perf_counter()
         if mode == "verify":
@@ -82,21 +82,21 @@ def ledger_bench(config: BenchConfig, database_url: str) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     sizes = []
     with connect(database_url, autocommit=True) as conn:
-        bench_data.truncate_service_tables(conn)
-        bench_data.seed_random(conn, (config.seed % 1000) / 1000)
+        bench_sql.truncate_service_tables(conn)
+        bench_sql.seed_random(conn, (config.seed % 1000) / 1000)
         built = last_seq = 0
         for target in checkpoints:
             progress.print(f"[bold]ledger[/bold]: writing matches {built + 1:,} to {target:,}")
             started = time.perf_counter()
-            bench_data.write_synthetic_ledger(conn, config.ledger_players, built + 1, target)
+            bench_sql.write_synthetic_ledger(conn, config.ledger_players, built + 1, target)
             write_seconds = time.perf_counter() - started
             started = time.perf_counter()
-            new_last = bench_data.ledger_last_seq(conn)
+            new_last = bench_sql.ledger_last_seq(conn)
             replayer.feed(to_engine_match(payload)
-                          for payload in bench_data.iter_payloads_between(conn, "elo", last_seq, new_last))
+                          for payload in bench_sql.iter_payloads_between(conn, "elo", last_seq, new_last))
             last_seq = new_last
             standings = replayer.ratings()
-            bench_data.replace_players(conn, "elo", standings)
+            bench_sql.replace_players(conn, "elo", standings)
             players_seconds = time.perf_counter() - started
             built = target
             progress.print(f"  verify {target:,} matches (each in a fresh process)")
@@ -117,7 +117,7 @@ def ledger_bench(config: BenchConfig, database_url: str) -> dict[str, Any]:
                 "fast_verify_peak_rss_mib": fast["peak_rss_mib"],
                 "idle_process_peak_rss_mib": idle["peak_rss_mib"],
             })
-        table_mib = bench_data.ledger_table_mib(conn)
+        table_mib = bench_sql.ledger_table_mib(conn)
     return {"ladder": "elo", "players": config.ledger_players, "ledger_mib": round(table_mib, 1),
             "batch_rows": 5000, "sizes": sizes}
 

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.cluster import Cluster, _warm_up, autovacuum_on, service_matches
 from worker.devtools.bench.common import BenchConfig, _with_dbname, progress
 from worker.settings import get_settings
-from worker.store import bench_data
 from worker.store.connection import connect
 from worker.store.migrate import migrate
 
@@ -97,7 +97,7 @@ def paired_bench(config: BenchConfig, database_url: str, broker_url: str, log_di
     def add(label: str, workers: int, overrides: dict[str, str] | None = None) -> None:
         name = f"{bench_db}_{label}"
         with connect(database_url, autocommit=True) as conn:
-            bench_data.create_database(conn, name)
+            bench_sql.create_database(conn, name)
         databases.append(name)
         url = _with_dbname(database_url, name)
         migrate(url)
@@ -173,7 +173,7 @@ def paired_bench(config: BenchConfig, database_url: str, broker_url: str, log_di
         for name in databases:
             try:
                 with connect(database_url, autocommit=True) as conn:
-                    bench_data.drop_database(conn, name)
+                    bench_sql.drop_database(conn, name)
             except Exception as exc:  # noqa: BLE001
                 progress.print(f"[yellow]could not drop the database {name}[/yellow]: {exc}")
     out["per_round"] = rounds

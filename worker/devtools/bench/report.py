@@ -31,108 +31,138 @@ def print_results(results: dict[str, Any]) -> None:
                   f"PostgreSQL {m.get('postgresql', '-')}, Redis {m.get('redis', '-')} "
                   f"({m.get('servers', 'no servers')})")
     if engine := results.get("engine"):
-        t = Table(title=f"engine speed (matches per second, best of {engine['repeats']:d})")
-        for col in ("path", "1v1 classic", "1v1 Sedma", "Sedma 30 % 2v2"):
-            t.add_column(col, justify="right" if col != "path" else "left")
-        c, s, x = engine["classic_1v1"], engine["sedma_1v1"], engine["sedma_mixed_30pct_2v2"]
-        t.add_row("engine.rate (public call)", _n(c["rate_per_s"]), _n(s["rate_per_s"]), "-")
-        t.add_row("engine.replay.replay", _n(c["replay_per_s"]), _n(s["replay_per_s"]), _n(x["replay_per_s"]))
-        t.add_row("engine.fast_replay.replay", _n(c["fast_replay_per_s"]), _n(s["fast_replay_per_s"]),
-                  _n(x["fast_replay_per_s"]))
-        t.add_row(f"elote EloCompetitor ({engine['elote_version'] or 'not installed'})", _n(c["elote_per_s"]), "-", "-")
-        t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
-        console.print(t)
+        _print_engine(console, engine)
     if (durability := results.get("durability")) and "modes" in durability:
-        t = Table(title=f"Redis publishes per second by durability setting (one publish per round trip, "
-                        f"{durability['publishers']} publisher processes, 1 replica, same run; median of "
-                        f"{durability['rounds']} rounds taken in turns)")
-        for col in ("setting", "publishes/s", "lowest - highest", "vs everysec"):
-            t.add_column(col, justify="left" if col == "setting" else "right")
-        base = durability["modes"][0]["per_s"]
-        for row in durability["modes"]:
-            t.add_row(row["mode"], _n(row["per_s"]), f"{_n(row['per_s_min'])} - {_n(row['per_s_max'])}",
-                      f"{row['per_s'] / base:.0%}")
-        console.print(t)
+        _print_durability(console, durability)
     if producers := results.get("producers"):
-        t = Table(title="producer helper (publish_match, one process, one message per call)")
-        for col in ("broker", "returns after", "publishes", "per second", "CPU ms / publish"):
-            t.add_column(col, justify="left" if col in ("broker", "returns after") else "right")
-        for row in producers:
-            after = ("LPUSH reply" + (" + WAIT (replica acknowledged)" if row.get("wait_replicas") else "")
-                     if row["broker"] == "redis"
-                     else "publisher confirm" if row["confirms"] else "frame written (no confirms, baseline)")
-            broker = row["broker"] + (f" ({row['setting']})" if row.get("setting") else "")
-            t.add_row(broker, after, _n(row["messages"]), _n(row["per_s"]), f"{row['cpu_ms_per_publish']:.3f}")
-        console.print(t)
+        _print_producers(console, producers)
     if service := results.get("service"):
-        print_scaling(console, service)
-        if any(row.get("baseline_unbatched_workers_per_s") for row in service["scaling"]):
-            console.print("no-op baseline: the better of the no-op on the batched workers' settings and on workers "
-                          "without batching (RATINGS_BATCH_SIZE=1), batched / unbatched: " + "; ".join(
-                              f"{row['workers']} w: {_n(row['baseline_same_workers_per_s'])} / "
-                              f"{_n(row['baseline_unbatched_workers_per_s'])}/s" for row in service["scaling"]))
-        if not service.get("server_autovacuum", True):
-            console.print(f"note: the server's autovacuum is off; the bench ran VACUUM (ANALYZE) of the service tables "
-                          f"every {service['bench_vacuum_interval_s']:g} s during each run in its place")
-        t = Table(title=f"service at {service['main_workers']} worker processes")
-        t.add_column("figure")
-        t.add_column("value", justify="right")
-        t.add_column("baseline (same run)", justify="right")
-        if h := service.get("headline"):
-            t.add_row("rating path / no-op baseline (headline)", f"{h['ratio']:.0%}",
-                      f"{_n(h['rating_per_s'])}/s vs {_n(h['baseline_per_s'])}/s")
-            t.add_row("the same with the queue filled first (consumers only)", f"{h['preloaded_ratio']:.0%}",
-                      f"{_n(h['preloaded_rating_per_s'])}/s vs {_n(h['preloaded_baseline_per_s'])}/s")
-        if half := service.get("half_load"):
-            for key, label in (("latency_publish_to_event", "publish → event"),
-                               ("latency_publish_to_commit", "publish → commit")):
-                lat = half[key]
-                t.add_row(f"half load ({_n(half['paced_per_s'])}/s): {label} p50 / p95 / p99 ms",
-                          f"{lat['p50_ms']} / {lat['p95_ms']} / {lat['p99_ms']}",
-                          "full load: " + (f"{half['full_load_latency_publish_to_event']['p50_ms']} / "
-                                           f"{half['full_load_latency_publish_to_event']['p95_ms']} / "
-                                           f"{half['full_load_latency_publish_to_event']['p99_ms']}"
-                                           if key == "latency_publish_to_event" else "-"))
-        if hot := service.get("hot_players"):
-            t.add_row(f"hot players ({hot['hot_share']:.0%} of matches, {hot['hot_players']} players)",
-                      f"{_n(hot['per_s'])}/s ({hot['share_of_uniform']:.0%})", f"uniform {_n(hot['uniform_per_s'])}/s")
-        if locked := service.get("hot_player_locked"):
-            t.add_row(f"hot players, {locked['locked_player']}'s row locked {locked['hold_seconds']:g} s mid-run",
-                      f"{_n(locked['per_s'])}/s ({locked['share_of_unlocked']:.0%}); "
-                      f"{_n(locked.get('per_s_while_locked'))}/s while locked",
-                      f"unlocked {_n(locked['unlocked_per_s'])}/s")
-        if late := service.get("late_arrivals"):
-            t.add_row(f"late arrivals ({late['late_share']:.0%} of matches delivered {late['late_by']} matches late)",
-                      f"{_n(late['per_s'])}/s ({late['share_of_in_order']:.0%}); {late['late_matches']} late, "
-                      f"{late['corrections']} corrections re-rated {late['matches_rerated']} matches, "
-                      f"largest {late['largest_correction']}",
-                      f"in order {_n(late['in_order_per_s'])}/s")
-        if rss := service.get("rss"):
-            t.add_row(f"worker RSS over {rss['matches_processed']:,} matches (all {rss['workers']} nodes)",
-                      f"{rss['end_mib']} MiB ({rss['growth_from_warm_up_pct']:+} %)",
-                      f"after warm-up {rss['after_warm_up_mib']} MiB, cold {rss['start_cold_mib']} MiB")
-        console.print(t)
+        _print_service(console, service)
     if (paired := results.get("paired")) and paired.get("per_round"):
         print_paired(console, paired)
     if ledger := results.get("ledger"):
-        t = Table(title=f"verify of the {ledger['ladder']} ledger "
-                        f"({ledger['players']:,} players; each in a fresh process)")
-        for col in ("matches", "write s", "verify s", "verify/s", "peak RSS MiB", "fast verify s", "fast peak RSS MiB",
-                    "idle process RSS MiB"):
-            t.add_column(col, justify="right")
-        for s in ledger["sizes"]:
-            t.add_row(_n(s["matches"]), str(s["write_seconds"]), str(s["verify_seconds"]), _n(s["verify_per_s"]),
-                      str(s["verify_peak_rss_mib"]), str(s["fast_verify_seconds"]), str(s["fast_verify_peak_rss_mib"]),
-                      str(s["idle_process_peak_rss_mib"]))
-        console.print(t)
+        _print_ledger(console, ledger)
     if rows := results.get("targets"):
-        t = Table(title="targets (2-core machine)")
-        for col in ("target", "wanted", "reached", "met"):
-            t.add_column(col)
-        for r in rows:
-            met = "-" if r["met"] is None else ("[green]yes[/green]" if r["met"] else "[red]no[/red]")
-            t.add_row(r["target"], r["wanted"], _n(r["reached"]) + (f" ({r['note']})" if r["note"] else ""), met)
-        console.print(t)
+        _print_targets(console, rows)
+
+
+def _print_engine(console: Console, engine: dict[str, Any]) -> None:
+    """The engine-speed table: each path beside elote and an inline loop."""
+    t = Table(title=f"engine speed (matches per second, best of {engine['repeats']:d})")
+    for col in ("path", "1v1 classic", "1v1 Sedma", "Sedma 30 % 2v2"):
+        t.add_column(col, justify="right" if col != "path" else "left")
+    c, s, x = engine["classic_1v1"], engine["sedma_1v1"], engine["sedma_mixed_30pct_2v2"]
+    t.add_row("engine.rate (public call)", _n(c["rate_per_s"]), _n(s["rate_per_s"]), "-")
+    t.add_row("engine.replay.replay", _n(c["replay_per_s"]), _n(s["replay_per_s"]), _n(x["replay_per_s"]))
+    t.add_row("engine.fast_replay.replay", _n(c["fast_replay_per_s"]), _n(s["fast_replay_per_s"]),
+              _n(x["fast_replay_per_s"]))
+    t.add_row(f"elote EloCompetitor ({engine['elote_version'] or 'not installed'})", _n(c["elote_per_s"]), "-", "-")
+    t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
+    console.print(t)
+
+
+def _print_durability(console: Console, durability: dict[str, Any]) -> None:
+    """Redis publishes per second by durability setting."""
+    t = Table(title=f"Redis publishes per second by durability setting (one publish per round trip, "
+                    f"{durability['publishers']} publisher processes, 1 replica, same run; median of "
+                    f"{durability['rounds']} rounds taken in turns)")
+    for col in ("setting", "publishes/s", "lowest - highest", "vs everysec"):
+        t.add_column(col, justify="left" if col == "setting" else "right")
+    base = durability["modes"][0]["per_s"]
+    for row in durability["modes"]:
+        t.add_row(row["mode"], _n(row["per_s"]), f"{_n(row['per_s_min'])} - {_n(row['per_s_max'])}",
+                  f"{row['per_s'] / base:.0%}")
+    console.print(t)
+
+
+def _print_producers(console: Console, producers: list[dict[str, Any]]) -> None:
+    """The producer helper's publish rates and CPU per publish."""
+    t = Table(title="producer helper (publish_match, one process, one message per call)")
+    for col in ("broker", "returns after", "publishes", "per second", "CPU ms / publish"):
+        t.add_column(col, justify="left" if col in ("broker", "returns after") else "right")
+    for row in producers:
+        after = ("LPUSH reply" + (" + WAIT (replica acknowledged)" if row.get("wait_replicas") else "")
+                 if row["broker"] == "redis"
+                 else "publisher confirm" if row["confirms"] else "frame written (no confirms, baseline)")
+        broker = row["broker"] + (f" ({row['setting']})" if row.get("setting") else "")
+        t.add_row(broker, after, _n(row["messages"]), _n(row["per_s"]), f"{row['cpu_ms_per_publish']:.3f}")
+    console.print(t)
+
+
+def _print_service(console: Console, service: dict[str, Any]) -> None:
+    """The service part: the scaling table, its notes and the figures at the main worker count."""
+    print_scaling(console, service)
+    if any(row.get("baseline_unbatched_workers_per_s") for row in service["scaling"]):
+        console.print("no-op baseline: the better of the no-op on the batched workers' settings and on workers "
+                      "without batching (RATINGS_BATCH_SIZE=1), batched / unbatched: " + "; ".join(
+                          f"{row['workers']} w: {_n(row['baseline_same_workers_per_s'])} / "
+                          f"{_n(row['baseline_unbatched_workers_per_s'])}/s" for row in service["scaling"]))
+    if not service.get("server_autovacuum", True):
+        console.print(f"note: the server's autovacuum is off; the bench ran VACUUM (ANALYZE) of the service tables "
+                      f"every {service['bench_vacuum_interval_s']:g} s during each run in its place")
+    t = Table(title=f"service at {service['main_workers']} worker processes")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_column("baseline (same run)", justify="right")
+    if h := service.get("headline"):
+        t.add_row("rating path / no-op baseline (headline)", f"{h['ratio']:.0%}",
+                  f"{_n(h['rating_per_s'])}/s vs {_n(h['baseline_per_s'])}/s")
+        t.add_row("the same with the queue filled first (consumers only)", f"{h['preloaded_ratio']:.0%}",
+                  f"{_n(h['preloaded_rating_per_s'])}/s vs {_n(h['preloaded_baseline_per_s'])}/s")
+    if half := service.get("half_load"):
+        for key, label in (("latency_publish_to_event", "publish → event"),
+                           ("latency_publish_to_commit", "publish → commit")):
+            lat = half[key]
+            t.add_row(f"half load ({_n(half['paced_per_s'])}/s): {label} p50 / p95 / p99 ms",
+                      f"{lat['p50_ms']} / {lat['p95_ms']} / {lat['p99_ms']}",
+                      "full load: " + (f"{half['full_load_latency_publish_to_event']['p50_ms']} / "
+                                       f"{half['full_load_latency_publish_to_event']['p95_ms']} / "
+                                       f"{half['full_load_latency_publish_to_event']['p99_ms']}"
+                                       if key == "latency_publish_to_event" else "-"))
+    if hot := service.get("hot_players"):
+        t.add_row(f"hot players ({hot['hot_share']:.0%} of matches, {hot['hot_players']} players)",
+                  f"{_n(hot['per_s'])}/s ({hot['share_of_uniform']:.0%})", f"uniform {_n(hot['uniform_per_s'])}/s")
+    if locked := service.get("hot_player_locked"):
+        t.add_row(f"hot players, {locked['locked_player']}'s row locked {locked['hold_seconds']:g} s mid-run",
+                  f"{_n(locked['per_s'])}/s ({locked['share_of_unlocked']:.0%}); "
+                  f"{_n(locked.get('per_s_while_locked'))}/s while locked",
+                  f"unlocked {_n(locked['unlocked_per_s'])}/s")
+    if late := service.get("late_arrivals"):
+        t.add_row(f"late arrivals ({late['late_share']:.0%} of matches delivered {late['late_by']} matches late)",
+                  f"{_n(late['per_s'])}/s ({late['share_of_in_order']:.0%}); {late['late_matches']} late, "
+                  f"{late['corrections']} corrections re-rated {late['matches_rerated']} matches, "
+                  f"largest {late['largest_correction']}",
+                  f"in order {_n(late['in_order_per_s'])}/s")
+    if rss := service.get("rss"):
+        t.add_row(f"worker RSS over {rss['matches_processed']:,} matches (all {rss['workers']} nodes)",
+                  f"{rss['end_mib']} MiB ({rss['growth_from_warm_up_pct']:+} %)",
+                  f"after warm-up {rss['after_warm_up_mib']} MiB, cold {rss['start_cold_mib']} MiB")
+    console.print(t)
+
+
+def _print_ledger(console: Console, ledger: dict[str, Any]) -> None:
+    """The verify table: time and memory per ledger size."""
+    t = Table(title=f"verify of the {ledger['ladder']} ledger "
+                    f"({ledger['players']:,} players; each in a fresh process)")
+    for col in ("matches", "write s", "verify s", "verify/s", "peak RSS MiB", "fast verify s", "fast peak RSS MiB",
+                "idle process RSS MiB"):
+        t.add_column(col, justify="right")
+    for s in ledger["sizes"]:
+        t.add_row(_n(s["matches"]), str(s["write_seconds"]), str(s["verify_seconds"]), _n(s["verify_per_s"]),
+                  str(s["verify_peak_rss_mib"]), str(s["fast_verify_seconds"]), str(s["fast_verify_peak_rss_mib"]),
+                  str(s["idle_process_peak_rss_mib"]))
+    console.print(t)
+
+
+def _print_targets(console: Console, rows: list[dict[str, Any]]) -> None:
+    """The targets, what each reached and whether it is met."""
+    t = Table(title="targets (2-core machine)")
+    for col in ("target", "wanted", "reached", "met"):
+        t.add_column(col)
+    for r in rows:
+        met = "-" if r["met"] is None else ("[green]yes[/green]" if r["met"] else "[red]no[/red]")
+        t.add_row(r["target"], r["wanted"], _n(r["reached"]) + (f" ({r['note']})" if r["note"] else ""), met)
+    console.print(t)
 
 
 def print_paired(console: Console, paired: dict[str, Any]) -> None:

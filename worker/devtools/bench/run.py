@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.common import BenchConfig, _with_dbname, console, machine, progress
 from worker.devtools.bench.engine_speed import engine_speed
 from worker.devtools.bench.ledger import ledger_bench
@@ -18,7 +19,6 @@ from worker.devtools.bench.paired import paired_bench
 from worker.devtools.bench.report import print_results
 from worker.devtools.bench.service import service_bench
 from worker.settings import get_settings
-from worker.store import bench_data
 from worker.store.connection import DatabaseError, connect
 
 # --------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def run_bench(config: BenchConfig) -> int:
             results["database"] = dbname = f"ratings_bench_{uuid.uuid4().hex[:8]}"
             admin = db_url
             with connect(admin, autocommit=True) as conn:
-                results["machine"]["postgresql"] = bench_data.create_database(conn, dbname)
+                results["machine"]["postgresql"] = bench_sql.create_database(conn, dbname)
             results["machine"]["redis"] = redis.Redis.from_url(broker_url).info("server").get("redis_version")
             database_url = _with_dbname(admin, dbname)
             migrate(database_url)
@@ -174,14 +174,14 @@ def run_bench(config: BenchConfig) -> int:
         if dbname is not None and admin is not None:  # admin: set before the database is named
             try:
                 with connect(admin, autocommit=True) as conn:
-                    bench_data.drop_database(conn, dbname)
+                    bench_sql.drop_database(conn, dbname)
             except DatabaseError as exc:
                 progress.print(f"[yellow]could not drop the bench database {dbname}[/yellow]: {exc}")
         if embedded is not None:
             embedded.stop()
     if config.durability_matches:
         from worker.devtools.bench.publishers import durability_rates, encode_all
-        from worker.devtools.generate import generate_sedma_matches
+        from worker.ops.generate import generate_sedma_matches
 
         progress.print(f"publishes per second by Redis durability setting ({config.durability_matches} each)")
         bodies = [m.model_dump(mode="json") for m in
@@ -201,7 +201,7 @@ def producer_bench(config: BenchConfig, redis_url: str, rabbitmq_url: str | None
     """Publishes per second of the producer helper, one after the other in this run: on Redis, and
     on RabbitMQ (when given) with publisher confirms and, as its baseline, without."""
     from worker.devtools.bench.publishers import producer_helper_rate
-    from worker.devtools.generate import generate_sedma_matches
+    from worker.ops.generate import generate_sedma_matches
 
     matches = [m.model_dump(mode="json") for m in generate_sedma_matches(
         config.producer_matches + 1, players=1000, seed=config.seed, id_prefix="bench-producer")]

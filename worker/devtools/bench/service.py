@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.cluster import (
     Cluster,
     _warm_up,
@@ -16,7 +17,6 @@ from worker.devtools.bench.cluster import (
 from worker.devtools.bench.common import BenchConfig, progress
 from worker.devtools.bench.hot_lock import HOT_PLAYER, hot_lock_run
 from worker.settings import get_settings
-from worker.store import bench_data
 from worker.store.connection import connect
 
 
@@ -124,7 +124,7 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
                         service_matches(n, config.seed + 800, f"bench-late-w{workers}", config.players),
                         config.late_share, config.late_by, config.seed), timeout) | {"workers": workers}
                     with connect(database_url, autocommit=True) as conn:
-                        late |= {"corrections": bench_data.correction_figures(conn)}
+                        late |= {"corrections": bench_sql.correction_figures(conn)}
                     runs.append(late)
                     processed += n
                     out["late_arrivals"] = {"late_share": config.late_share, "late_by": config.late_by,

@@ -106,12 +106,7 @@ def evaluate(
     :func:`time.perf_counter`) times the run. Raises ``ValueError`` for a bad argument, and passes
     on what the history or the engine raises.
     """
-    if drift_by not in ("auto", "year", "matches"):
-        raise ValueError(f"drift_by must be auto, year or matches, got {drift_by!r}")
-    if drift_every < 1 or skip_first < 0:
-        raise ValueError("drift_every must be ≥ 1 and skip_first ≥ 0")
-    if not policies:
-        raise ValueError("no policy to evaluate")
+    _check_arguments(policies, skip_first, drift_by, drift_every)
     started = clock() if clock else 0.0
     evaluations = [PolicyEvaluation(lp, skip_first, player) for lp in policies]
     # Both drift series are kept during the run (they are small); one is chosen at the end.
@@ -151,11 +146,7 @@ def evaluate(
         snapshot(yearly, str(year))
     if n % drift_every:
         snapshot(every_n, str(n))
-    if drift_by == "auto":
-        span = (last.year - first.year + 1) if first and last else 0
-        drift_by = "year" if span >= MIN_YEARS_FOR_YEARLY_DRIFT else "matches"
-    if drift_by == "year" and year is None:
-        raise ValueError("drift per year needs matches with a finished_at")
+    drift_by = _drift_series(drift_by, first, last)
     chosen = yearly if drift_by == "year" else every_n
     reports = [ev.report(series) for ev, series in zip(evaluations, chosen)]
     seconds = (clock() - started) if clock else 0.0
@@ -165,3 +156,23 @@ def evaluate(
     )
 
 
+def _check_arguments(policies: Sequence[LabelledPolicy], skip_first: int, drift_by: str, drift_every: int) -> None:
+    """Raise ``ValueError`` naming the argument of :func:`evaluate` that is out of its range."""
+    if drift_by not in ("auto", "year", "matches"):
+        raise ValueError(f"drift_by must be auto, year or matches, got {drift_by!r}")
+    if drift_every < 1 or skip_first < 0:
+        raise ValueError("drift_every must be ≥ 1 and skip_first ≥ 0")
+    if not policies:
+        raise ValueError("no policy to evaluate")
+
+
+def _drift_series(drift_by: str, first: datetime | None, last: datetime | None) -> str:
+    """``"year"`` or ``"matches"``: ``drift_by`` itself, or for ``"auto"`` per year when the
+    matches span at least :data:`MIN_YEARS_FOR_YEARLY_DRIFT` calendar years. Raises
+    ``ValueError`` for drift per year over matches without a ``finished_at`` (``first`` is None)."""
+    if drift_by == "auto":
+        span = (last.year - first.year + 1) if first and last else 0
+        drift_by = "year" if span >= MIN_YEARS_FOR_YEARLY_DRIFT else "matches"
+    if drift_by == "year" and first is None:
+        raise ValueError("drift per year needs matches with a finished_at")
+    return drift_by

@@ -1,4 +1,4 @@
-"""Seeded, plausible Sedma matches for demos, tests and load."""
+"""Operations: seeded, plausible Sedma matches (`ratings generate`) for demos, tests, evaluation and load."""
 
 from __future__ import annotations
 

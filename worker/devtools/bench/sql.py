@@ -1,4 +1,8 @@
-"""Store: SQL of the benchmark (``ratings bench``): scratch databases, table resets, a synthetic ledger, vacuum."""
+"""Development tools: the SQL of the benchmark (``ratings bench``): scratch databases, table resets, a synthetic
+ledger, vacuum, the observer's queries and the locked run's held rows.
+
+SQL lives in the store and, for the benchmark only, here: the production wheel does not ship this module.
+"""
 
 from __future__ import annotations
 
@@ -238,3 +242,24 @@ def correction_figures(conn: psycopg.Connection) -> dict[str, int]:
     made, rerated, largest = row if row else (0, 0, 0)
     return {"late_matches": int(late), "placed_at_end": int(at_end), "corrections": int(made),
             "matches_rerated": int(rerated), "largest_correction": int(largest)}
+
+
+# -- the locked run (worker/devtools/bench/hot_lock.py)
+
+def hold_player_rows(conn: psycopg.Connection, player_id: str) -> int:
+    """Lock every ladder's row of ``player_id`` ``FOR UPDATE`` in ``conn``'s open transaction (not
+    autocommit), as a stuck session would; returns how many rows. Released when it ends."""
+    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM players WHERE player_id = %s FOR UPDATE) AS l",
+                        (player_id,)).fetchone()[0]
+
+
+def applied_with_prefix(conn: psycopg.Connection, prefix: str) -> int:
+    """Matches in the ledger whose id starts with ``prefix``."""
+    return conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (prefix + "%",)).fetchone()[0]
+
+
+def lock_waits_of(conn: psycopg.Connection, player_id: str) -> tuple[int, int]:
+    """(matches deferred, waits) recorded in ``player_lock_waits`` for ``player_id``, every ladder."""
+    row = conn.execute("SELECT coalesce(sum(deferred_matches), 0), count(*) FROM player_lock_waits "
+                       "WHERE player_id = %s", (player_id,)).fetchone()
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
