@@ -13,6 +13,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from worker.store.connection import scalar
+
 SERVICE_TABLES = ("ledger", "players", "rating_changes", "outbox", "outbox_pending", "duplicate_deliveries",
                   "dead_letters", "player_lock_waits", "corrections")
 """The tables a benchmark run empties between runs."""
@@ -249,13 +251,13 @@ def correction_figures(conn: psycopg.Connection) -> dict[str, int]:
 def hold_player_rows(conn: psycopg.Connection, player_id: str) -> int:
     """Lock every ladder's row of ``player_id`` ``FOR UPDATE`` in ``conn``'s open transaction (not
     autocommit), as a stuck session would; returns how many rows. Released when it ends."""
-    return conn.execute("SELECT count(*) FROM (SELECT 1 FROM players WHERE player_id = %s FOR UPDATE) AS l",
-                        (player_id,)).fetchone()[0]
+    return int(scalar(conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM players WHERE player_id = %s FOR UPDATE) AS l", (player_id,))))
 
 
 def applied_with_prefix(conn: psycopg.Connection, prefix: str) -> int:
     """Matches in the ledger whose id starts with ``prefix``."""
-    return conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (prefix + "%",)).fetchone()[0]
+    return int(scalar(conn.execute("SELECT count(*) FROM ledger WHERE match_id LIKE %s", (prefix + "%",))))
 
 
 def lock_waits_of(conn: psycopg.Connection, player_id: str) -> tuple[int, int]:
