@@ -14,14 +14,8 @@ from pathlib import Path
 import pytest
 import xlsxwriter
 
-from worker.ops.importer import (
-    LogFileError,
-    _align,
-    base_match_id,
-    read_log,
-    read_rows,
-    reconcile,
-)
+from worker.ops.importer import LogFileError, read_log, read_rows
+from worker.ops.reconcile import _align, base_match_id, reconcile
 from worker.store.import_log import StoredLogMatch
 
 DAY = date(2026, 3, 1)

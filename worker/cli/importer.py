@@ -13,7 +13,7 @@ from rich.markup import escape
 from worker.settings import get_settings
 
 if TYPE_CHECKING:
-    from worker.ops.importer import Reconciliation
+    from worker.ops.reconcile import Reconciliation
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -29,7 +29,7 @@ EXIT_REMOVED_KEPT = 3
 def _report(plan: Reconciliation, dry_run: bool, annul_removed: bool) -> None:
     would = "would " if dry_run else ""
     for change in plan.changes:
-        from worker.ops.importer import describe
+        from worker.ops.reconcile import describe
 
         what = {"added": "added", "moved": "moved in the log",
                 "changed": f"result changed from {change.was} to {change.row.result}"}[change.kind]
@@ -38,7 +38,7 @@ def _report(plan: Reconciliation, dry_run: bool, annul_removed: bool) -> None:
                       f"{change.match.match_id}{tail}", markup=False)
     for error, stored in plan.held:
         err.print(f"row {error.row}: refused, so {stored.match_id} stays as it is", markup=False)
-    from worker.ops.importer import describe_stored
+    from worker.ops.reconcile import describe_stored
 
     for stored in plan.removed:
         if annul_removed and not plan.errors:
@@ -50,12 +50,10 @@ def _report(plan: Reconciliation, dry_run: bool, annul_removed: bool) -> None:
                       markup=False)
 
 
-def _annul(plan: Reconciliation, log_name: str, annul_removed: bool, url: str) -> int:
+def _annul(plan: Reconciliation, log_name: str, annul_removed: bool) -> int:
     """Annul the replaced and (when asked) removed matches; return how many removed ones were annulled."""
-    from worker.bootstrap import load_ladder_policies
-    from worker.cli.common import who_asks
+    from worker.cli.common import ladder_policies, open_database, who_asks
     from worker.store import AnnulmentRefused, annul_matches
-    from worker.store.connection import connect
 
     groups = {
         f"ratings import of log {log_name!r}: the row's result changed": [
@@ -65,10 +63,10 @@ def _annul(plan: Reconciliation, log_name: str, annul_removed: bool, url: str) -
         f"ratings import of log {log_name!r}: the row was removed from the log": [
             s.match_id for s in plan.removed] if annul_removed and not plan.errors else [],
     }
-    ladders = load_ladder_policies(get_settings())
+    ladders = ladder_policies()
     removed = {s.match_id for s in plan.removed}
     annulled = 0
-    with connect(url, autocommit=True) as conn:
+    with open_database(autocommit=True) as conn:
         for reason, ids in groups.items():
             if not ids:
                 continue
@@ -82,21 +80,21 @@ def _annul(plan: Reconciliation, log_name: str, annul_removed: bool, url: str) -
     return annulled
 
 
-def _apply(plan: Reconciliation, log_name: str, annul_removed: bool, url: str) -> int:
+def _apply(plan: Reconciliation, log_name: str, annul_removed: bool) -> int:
     """Annul, then publish the reconciliation's matches in replay order; return how many removed
     matches were annulled. The broker is checked before anything is annulled."""
     from worker.cli.common import cli_producer_app
     from worker.producer import BrokerUnavailable, publish_match
 
     if not plan.changes:
-        return _annul(plan, log_name, annul_removed, url)
+        return _annul(plan, log_name, annul_removed)
     app = cli_producer_app()
     published = 0
     try:
         with app.producer_or_acquire() as producer:
             # a broker that cannot take the new results must stop the import before the old ones go
             producer.connection.ensure_connection(max_retries=2)
-            annulled = _annul(plan, log_name, annul_removed, url)
+            annulled = _annul(plan, log_name, annul_removed)
             for change in plan.changes:
                 publish_match(app, change.match, queue=get_settings().queue, producer=producer)
                 published += 1
@@ -131,18 +129,10 @@ def import_log(
     old match and is rated anew, matches no longer in the log are annulled only with
     --annul-removed. Exit 0: the ladder equals the log; 1: rows refused; 2: the file or an option
     refused; 3: matches removed from the log stay rated."""
-    from worker.cli.common import require_database_url
+    from worker.cli.common import open_database
     from worker.cli.common import require_known_ladder as _known_ladder
-    from worker.ops.importer import (
-        Columns,
-        LogFileError,
-        check_log_name,
-        id_prefix,
-        needs_chronological_order,
-        read_log,
-        reconcile,
-    )
-    from worker.store.connection import connect
+    from worker.ops.importer import Columns, LogFileError, read_log
+    from worker.ops.reconcile import check_log_name, id_prefix, needs_chronological_order, reconcile
     from worker.store.import_log import log_matches
     from worker.store.ladders import ladder_record
 
@@ -160,8 +150,7 @@ def import_log(
     except LogFileError as exc:
         err.print(f"[red]{escape(str(exc))}[/red]", markup=True)
         raise typer.Exit(EXIT_REFUSED_FILE) from None
-    url = require_database_url()
-    with connect(url) as conn:
+    with open_database() as conn:
         stored = log_matches(conn, ladder, id_prefix(name))
         record = ladder_record(conn, ladder)
     plan = reconcile(log, stored, ladder, name)
@@ -176,7 +165,7 @@ def import_log(
     proceed = not plan.errors or good_rows_only
     _report(plan, dry_run or not proceed, annul_removed)
     if proceed and not dry_run:
-        annulled = _apply(plan, name, annul_removed, url)
+        annulled = _apply(plan, name, annul_removed)
     else:
         annulled = len(plan.removed) if annul_removed and not plan.errors else 0
     verb = "would be " if dry_run or not proceed else ""
