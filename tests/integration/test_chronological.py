@@ -320,7 +320,8 @@ def test_a_correction_reads_the_rows_and_payloads_of_only_the_later_matches_it_m
     ``plan_corrections`` keeps S1 and S2 and reads their rows and payloads only, and the stored
     ratings equal the replay by finish time (L, S1, S2, S3), computed here by hand with Elo K = 30.
     A ledger row written before migration 0009 (``player_ids`` NULL) gives the same players."""
-    from worker.store.chronology import affected_players, later_match_players, later_matches, read_rows
+    from engine.chronology import affected_players
+    from worker.store.chronology import later_match_players, later_matches, read_rows
 
     ladders = load_ladder_policies(get_settings())
 

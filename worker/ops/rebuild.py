@@ -42,6 +42,7 @@ from typing import Any
 import psycopg
 
 from engine import FreeForAll, Match, RatingChange, RatingPolicy
+from engine.chronology import sweep
 from engine.replay import Standing, replay_changes
 from worker import store as repository
 from worker.mapping import to_engine_match
@@ -335,13 +336,13 @@ def _catch_up_in_order(writer: psycopg.Connection, fold: _Fold, rows: list[tuple
     """The chronological catch-up: the rows committed since the snapshot are merged, by order key,
     with the new generation's rows that follow the earliest of them (uncommitted, this transaction's
     own), and every match sharing a player with a placed one is re-rated
-    (:func:`worker.store.chronology.sweep`); the replaced rows are deleted, never having been seen."""
+    (:func:`engine.chronology.sweep`); the replaced rows are deleted, never having been seen."""
     keys = chronology.ledger_keys(writer, [seq for seq, _ in rows])
     batch = sorted(((keys[seq], seq, payload) for seq, payload in rows), key=lambda t: t[0])
     since = batch[0][0]
     with writer.cursor() as cur:
         later = chronology.later_matches(cur, ladder, since, rebuild_id, 2**31 - 1)
-    done = chronology.sweep(fold.policy, [(i, key, to_engine_match(p)) for i, (key, _, p) in enumerate(batch)],
+    done = sweep(fold.policy, [(i, key, to_engine_match(p)) for i, (key, _, p) in enumerate(batch)],
                             later, fold.standings, to_engine_match)
     chronology.drop_history_rows(writer, [r.row_id for m, _ in done.rerated for r in m.rows])
     placed = [(key, seq, payload["match_id"], done.batch[i]) for i, (key, seq, payload) in enumerate(batch)]

@@ -197,9 +197,21 @@ def _record_annulments(cur: psycopg.Cursor, todo: Mapping[str, list[str]], recor
                 (reason, by, gone, [ladder for _, ladder, _ in named], [c for _, _, c in named]))
 
 
-def annulments(conn: psycopg.Connection, ladder: str | None = None) -> list[tuple]:
-    """The annulments on record, newest first: (match_id, ladder, reason, annulled_by, annulled_at)."""
-    return conn.execute(
+class AnnulmentRecord(NamedTuple):
+    """An annulment on record: the ``match_id``, its ``ladder``, the ``reason``, who annulled it
+    (``annulled_by``) and when (``annulled_at``, UTC)."""
+
+    match_id: str
+    ladder: str
+    reason: str
+    annulled_by: str
+    annulled_at: datetime
+
+
+def annulments(conn: psycopg.Connection, ladder: str | None = None) -> list[AnnulmentRecord]:
+    """The annulments on record, newest first."""
+    rows = conn.execute(
         "SELECT match_id, ladder, reason, annulled_by, annulled_at FROM annulments "
         "WHERE %(ladder)s::text IS NULL OR ladder = %(ladder)s ORDER BY annulled_at DESC, match_id",
         {"ladder": ladder}).fetchall()
+    return [AnnulmentRecord._make(r) for r in rows]

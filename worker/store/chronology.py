@@ -21,19 +21,8 @@ from typing import NamedTuple
 
 import psycopg
 
-# The pure half (types, the sweep, the rules) lives beside the engine; the store's callers
-# (the rating transaction, annulments, rebuilds) reach it through this module too.
-from engine.chronology import (  # noqa: F401
-    LaterMatch,
-    LaterRow,
-    OrderKey,
-    Rated,
-    Sweep,
-    affected_players,
-    histories_in_order,
-    order_key,
-    sweep,
-)
+# The pure half (the types, the sweep, the rules) lives beside the engine, in engine.chronology.
+from engine.chronology import LaterMatch, LaterRow, OrderKey
 
 
 class _LaterRead(NamedTuple):

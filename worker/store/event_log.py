@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 
 def read_events(conn: psycopg.Connection, ladder: str | None = None, player_id: str | None = None,
@@ -49,10 +50,8 @@ def read_snapshot(conn: psycopg.Connection, ladder: str | None = None,
         sql.append("AND player_id = %s")
         params.append(player_id)
     sql.append("ORDER BY ladder, player_id")
-    with conn.cursor() as cur:
-        cur.execute(" ".join(sql), params)
-        return [{"ladder": r[0], "player_id": r[1], "rating": r[2], "games_played": r[3], "sequence": r[4]}
-                for r in cur.fetchall()]
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(" ".join(sql), params).fetchall()
 
 
 def prune_outbox(conn: psycopg.Connection, older_than_seconds: float) -> int:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.rows import class_row
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ def log_matches(conn: psycopg.Connection, ladder: str, id_prefix: str) -> list[S
     ``match_id`` by code point). The caller tells a log's ids from those of a log whose name merely
     starts the same way."""
     pattern = id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    rows = conn.execute(
-        'SELECT match_id, payload, order_at, annulled FROM ledger WHERE ladder = %s AND match_id LIKE %s '
-        'ORDER BY order_at, match_id COLLATE "C"', (ladder, pattern)).fetchall()
-    return [StoredLogMatch(mid, payload, at, annulled) for mid, payload, at, annulled in rows]
+    with conn.cursor(row_factory=class_row(StoredLogMatch)) as cur:
+        return cur.execute(
+            'SELECT match_id, payload, order_at, annulled FROM ledger WHERE ladder = %s AND match_id LIKE %s '
+            'ORDER BY order_at, match_id COLLATE "C"', (ladder, pattern)).fetchall()

@@ -38,14 +38,9 @@ class Player:
         """The player of a locked ``players`` row."""
         standing = Standing(row.rating, row.games_played, row.peak_rating, row.season, row.wins, row.draws,
                             row.losses)
-        last_key = ((row.last_order_at, row.last_order_match)
-                    if row.last_order_at is not None and row.last_order_match is not None else None)
+        # the order key is there when its time is (the match id column of older rows may be NULL)
+        last_key = (row.last_order_at, row.last_order_match or "") if row.last_order_at is not None else None
         return cls(row.ladder, row.player_id, standing, row.last_finished_at, last_key, row.rebuild_events)
-
-    @property
-    def key(self) -> Key:
-        """(ladder, player_id)."""
-        return (self.ladder, self.player_id)
 
     def announced(self) -> Announced:
         """What the player's last event told consumers: its rating, games and event sequence now."""

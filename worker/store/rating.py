@@ -28,8 +28,7 @@ from worker.store.batch import (  # noqa: F401  (the batch's types: re-exported)
     record_duplicates,
 )
 from worker.store.connection import raise_if_connection_lost
-from worker.store.corrections import (  # noqa: F401  (LedgerRace, CorrectionGrew, MAX_LOCK_ROUNDS: re-exported)
-    MAX_LOCK_ROUNDS,
+from worker.store.corrections import (  # noqa: F401  (LedgerRace, CorrectionGrew: re-exported)
     BatchPlayers,
     CorrectionGrew,
     CorrectionPlan,
@@ -133,7 +132,8 @@ def apply_batch(
         raise_if_connection_lost(conn, exc)
         raise
     handled = [r for r in results if r is not None]
-    assert len(handled) == len(entries), "every entry of the batch ends with a result"
+    if len(handled) != len(entries):  # a result shifted to another entry would ack the wrong message
+        raise RuntimeError(f"{len(entries) - len(handled)} entries of the batch ended without a result")
     return handled, lock_wait
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.rows import dict_row
@@ -165,12 +165,12 @@ def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime)
     ).fetchall()
     occurred = occurred_at.isoformat()
     events = [
-        {"schema_version": 1, "event_id": str(event_id), "reason": "rebuild", "match_id": last_match_id,
-         "ladder": ladder, "player_id": player_id, "rating_before": before, "rating_after": after,
-         "delta": after - before, "expected_score": expected, "actual_score": actual, "k_factor": k,
-         "sequence": sequence, "games_played": games, "out_of_order": False, "occurred_at": occurred}
-        for player_id, before, after, games, sequence, event_id, last_match_id, expected, actual, k in rows
-        if before != after
+        {"schema_version": 1, "event_id": str(r.event_id), "reason": "rebuild", "match_id": r.last_match_id,
+         "ladder": ladder, "player_id": r.player_id, "rating_before": r.rating_before, "rating_after": r.rating_after,
+         "delta": r.rating_after - r.rating_before, "expected_score": r.expected_score,
+         "actual_score": r.actual_score, "k_factor": r.k_factor, "sequence": r.sequence,
+         "games_played": r.games_played, "out_of_order": False, "occurred_at": occurred}
+        for r in map(_WrittenRow._make, rows) if r.rating_before != r.rating_after
     ]
     if events:
         payloads = rating_changed_json(events)
@@ -179,6 +179,21 @@ def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime)
                 copy.write_row((event["event_id"], payload))
         conn.execute("SELECT pg_notify(%s, '')", (OUTBOX_CHANNEL,))
     return len(rows), len(events)
+
+
+class _WrittenRow(NamedTuple):
+    """A player row a rebuild's switch-over changed, with its rebuild event's fields."""
+
+    player_id: str
+    rating_before: float
+    rating_after: float
+    games_played: int
+    sequence: int
+    event_id: Any
+    last_match_id: str
+    expected_score: float
+    actual_score: float
+    k_factor: float
 
 
 def stamp_ledger(conn: psycopg.Connection, ladder: str, version: str, after_seq: int,
