@@ -64,6 +64,22 @@ class Settings(BaseSettings):
         "its heartbeats (about two intervals): then they are redelivered. The RabbitMQ counterpart "
         "of RATINGS_VISIBILITY_TIMEOUT.",
     )
+    redis_socket_timeout: float = Field(
+        default=5.0, gt=1.0, le=300.0,
+        description="Seconds a Redis client of the service (the workers' broker connections, the "
+        "relay's and the doctor's) waits for a reply or a connection before it gives the connection "
+        "up and reconnects (through a Sentinel URL: to the primary the Sentinels name now). A Redis "
+        "that freezes (paused VM, partition, SIGSTOP) keeps its sockets open and never answers: only "
+        "this deadline notices it. Above the workers' 1 s blocking poll (BLMOVE/BRPOP with a 1 s "
+        "server-side timeout), which must return before it.",
+    )
+    redis_health_check_interval: int = Field(
+        default=5, ge=1, le=300,
+        description="Seconds between the workers' checks of their waiting broker poll (kombu's "
+        "health_check_interval): a poll whose reply is overdue by more than 1 s + this is dropped and "
+        "reconnected, so a frozen broker is noticed within 1 s + 2 x this while a worker is idle. "
+        "Also redis-py's: a connection idle for longer is PINGed before its next command.",
+    )
     rabbitmq_consumer_timeout: float = Field(
         default=1800.0, gt=0,
         description="RabbitMQ broker only: the broker's consumer_timeout in seconds, as configured on "

@@ -38,6 +38,7 @@ from celery import Celery
 
 from worker.broker import rabbitmq_tls_options, rabbitmq_transport_options
 from worker.redis_url import (
+    broker_socket_options,
     is_sentinel,
     keep_rediss_default,
     kombu_url,
@@ -59,6 +60,8 @@ def configure(app: Celery, settings: Settings) -> Celery:
             "unacked_restore_interval": settings.restore_interval,
             "unacked_restore_throttle": 1,
             "poll_linger": settings.poll_linger,
+            # a broker that goes silent without closing its sockets (frozen, partitioned) is noticed
+            **broker_socket_options(settings.redis_socket_timeout, settings.redis_health_check_interval),
         },
         task_serializer="json",
         accept_content=["json"],
@@ -92,7 +95,8 @@ def use_safe_redis_transport(app: Celery, settings: Settings) -> None:
         app.conf.broker_transport_options = {
             **app.conf.broker_transport_options,
             "master_name": parse_sentinel_url(settings.broker_url or "").master_name,
-            "sentinel_kwargs": sentinel_connection_kwargs(socket_connect_timeout=5, socket_timeout=5),
+            "sentinel_kwargs": sentinel_connection_kwargs(socket_connect_timeout=settings.redis_socket_timeout,
+                                                          socket_timeout=settings.redis_socket_timeout),
         }
         return
     url = urlsplit(settings.broker_url or "")

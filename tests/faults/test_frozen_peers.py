@@ -1,0 +1,122 @@
+"""Peers that go silent: a server SIGSTOPped mid-stream (a paused VM, a partition) keeps its
+sockets open and never answers, never sends an RST or a FIN. Only a client-side deadline notices.
+
+A killed server is another matter (its kernel closes the sockets: tests/faults/test_redis_failover.py,
+test_server_restarts.py); these scenarios freeze the peer instead, and check that the service goes
+on with a replacement where one exists, or waits and resumes where none does, with nothing lost or
+applied twice. Every frozen process is resumed or killed in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from worker.devtools.sentinel import ReplicatedRedis, sentinel_binary
+from worker.producer import BrokerUnavailable, producer_app, publish_match
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
+
+FROZEN_SETTINGS = {
+    "RATINGS_VISIBILITY_TIMEOUT": "10",
+    "RATINGS_TASK_TIME_LIMIT": "4",
+    "RATINGS_RESTORE_INTERVAL": "1",
+}
+
+
+@pytest.fixture
+def replicated_redis(tmp_path):
+    if sentinel_binary() is None:
+        pytest.skip("redis-sentinel is not installed (Debian: apt-get install -y redis-sentinel; .ci/run does)")
+    rr = ReplicatedRedis.start(tmp_path / "replicated-redis", replicas=2, sentinels=3)
+    yield rr
+    rr.stop()  # SIGKILL, a frozen node too
+
+
+def _applied(cluster) -> set[str]:
+    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+        return {m for (m,) in conn.execute("SELECT match_id FROM ledger")}
+
+
+def _applied_twice(cluster) -> int:
+    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM (SELECT match_id, player_id FROM rating_changes "
+                            "WHERE superseded_by IS NULL GROUP BY 1, 2 HAVING count(*) > 1) t").fetchone()[0]
+
+
+SENTINEL_MATCHES, SENTINEL_RATE, FREEZE_AT = 300, 40, 100
+"""Matches published, at most per second, and the publish after which the primary is frozen."""
+
+SENTINEL_BOUND = 60.0
+"""Seconds after the freeze by which every acknowledged publish must be applied, the old primary
+still frozen: the failover (Sentinel's ``down-after-milliseconds``, 1 s, plus its election, about
+3 s), the workers noticing their silent broker connection (``RATINGS_BROKER_SOCKET_TIMEOUT``, 5 s,
+for a command; ``brpop_timeout`` + 2 x ``RATINGS_BROKER_HEALTH_CHECK_INTERVAL``, 11 s, for a
+waiting poll), the visibility timeout (10 s) for what they held unacknowledged, and the drain."""
+
+
+def test_primary_frozen_mid_stream_sentinel_fails_over_and_workers_follow(replicated_redis, cluster_factory):
+    """A Redis primary SIGSTOPped after 100 of 300 matches published at 40/s: Sentinel promotes a
+    replica, the producer publishes the rest to it, and the workers (on the ``sentinel://`` URL)
+    apply every acknowledged publish within :data:`SENTINEL_BOUND` seconds of the freeze while the
+    old primary is still frozen; none twice, none unpublished; the invariants hold after it is resumed."""
+    rr = replicated_redis
+    cluster = cluster_factory("frozen-sentinel-primary", FROZEN_SETTINGS, broker_url=rr.url()).start()
+    messages = cluster.matches(SENTINEL_MATCHES)
+    app = producer_app(rr.url())
+    succeeded: list[str] = []
+    failed: dict[str, str] = {}
+    reached = threading.Event()
+
+    def publish_steadily() -> None:
+        start, i = time.monotonic(), 0
+        while i < len(messages):
+            with app.producer_or_acquire() as producer:  # a new one after a failed publish, as a game server would
+                for m in messages[i:]:
+                    time.sleep(max(0.0, start + i / SENTINEL_RATE - time.monotonic()))
+                    if i == FREEZE_AT:
+                        reached.set()
+                    i += 1
+                    try:
+                        publish_match(app, m, queue=cluster.queue, producer=producer)
+                        succeeded.append(m["match_id"])
+                    except BrokerUnavailable as exc:
+                        failed[m["match_id"]] = f"{getattr(exc, 'reason', 'broker_unavailable')}: {exc.__cause__!r}"
+                        break
+
+    publisher = threading.Thread(target=publish_steadily)
+    publisher.start()
+    frozen = None
+    try:
+        assert reached.wait(60), "the stream never reached the freeze point"
+        frozen = rr.freeze_primary()
+        frozen_at = time.monotonic()
+        failover_seconds = rr.wait_failover()
+        publisher.join(timeout=120)
+        assert not publisher.is_alive() and len(succeeded) + len(failed) == len(messages)
+        deadline = frozen_at + SENTINEL_BOUND
+        while not set(succeeded) <= (applied := _applied(cluster)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        missing = set(succeeded) - applied
+        cluster.figures.update(failover_seconds=round(failover_seconds, 1), publish_succeeded=len(succeeded),
+                               publish_failed=len(failed), applied_while_frozen=len(applied),
+                               seconds_to_apply_after_freeze=round(time.monotonic() - frozen_at, 1))
+        assert not missing, (f"{len(missing)} acknowledged publish(es) not applied {SENTINEL_BOUND:.0f} s after "
+                             f"the primary froze (applied {len(applied)} of {len(succeeded)}); the old primary "
+                             "still frozen")
+    finally:
+        if frozen is not None:
+            rr.thaw(frozen)
+    cluster.wait_broker_empty(timeout=60)
+    deadline = time.monotonic() + 60
+    while cluster.counts().unpublished_events and time.monotonic() < deadline:
+        time.sleep(0.2)
+    applied = _applied(cluster)
+    assert _applied_twice(cluster) == 0, "a match applied twice"
+    assert applied <= set(succeeded) | set(failed), "a match applied that was never published"
+    cluster.published = len(succeeded)
+    figures = cluster.check_invariants(stream_timeout=10, stream_may_lose=True, unconfirmed=len(failed))
+    assert figures["dead_letters"] == 0
