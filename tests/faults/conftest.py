@@ -128,10 +128,11 @@ class Cluster:
         """The prefork children of worker node ``name`` (the processes that run tasks)."""
         return psutil.Process(self.procs.procs[name].pid).children(recursive=True)
 
-    def log_count(self, pattern: str) -> int:
-        """Occurrences of ``pattern`` (a regex) in every process log of this scenario."""
+    def log_count(self, pattern: str, process: str = "*") -> int:
+        """Occurrences of ``pattern`` (a regex) in the log of ``process`` (a worker node's name,
+        ``relay``), or of every process of this scenario."""
         rx = re.compile(pattern)
-        return sum(len(rx.findall(p.read_text(errors="replace"))) for p in self.log_dir.glob("*.log"))
+        return sum(len(rx.findall(p.read_text(errors="replace"))) for p in self.log_dir.glob(f"{process}.log"))
 
     # -- messages
     def matches(self, count: int, players: int = 60, seed: int = 1, prefix: str | None = None) -> list[dict]:

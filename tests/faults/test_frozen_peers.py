@@ -120,3 +120,74 @@ def test_primary_frozen_mid_stream_sentinel_fails_over_and_workers_follow(replic
     cluster.published = len(succeeded)
     figures = cluster.check_invariants(stream_timeout=10, stream_may_lose=True, unconfirmed=len(failed))
     assert figures["dead_letters"] == 0
+
+
+REDIS_FROZEN_SECONDS = 20.0
+"""How long the plain Redis broker stays frozen: longer than the workers take to notice it
+(``RATINGS_REDIS_SOCKET_TIMEOUT``, 5 s, for a command; 1 s + 2 x
+``RATINGS_REDIS_HEALTH_CHECK_INTERVAL``, 11 s, for a waiting poll), so they are seen backing off."""
+
+PUBLISH_REFUSED_BOUND = 45.0
+"""Seconds within which a publish to a frozen broker must end in ``BrokerUnavailable`` instead of
+hanging: the producer's five tries (``PUBLISH_RETRY_POLICY``), each ending at its 5 s socket
+timeout (a frozen server's kernel still accepts the connection, then nothing answers), and its
+7.5 s of waits between them: 32.5 s, and margin."""
+
+PUBLISH_TRIES = 5
+"""Tries of one publish (``PUBLISH_RETRY_POLICY``): each may have reached the frozen broker's
+socket buffer and be served when it resumes, so each is a publish that may count."""
+
+
+def test_plain_redis_broker_frozen_workers_and_producer_back_off_say_so_and_resume(cluster_factory):
+    """The scenario's own Redis (broker and event stream, no replacement) SIGSTOPped for
+    :data:`REDIS_FROZEN_SECONDS` s while 300 matches are in flight: a publish meanwhile is refused
+    (``BrokerUnavailable``) within :data:`PUBLISH_REFUSED_BOUND` s instead of hanging, the workers
+    log the broker's silence, ``ratings doctor`` reports the broker unreachable (its socket timeout);
+    once resumed everything drains, and the refused match, published again as a game server
+    would, is applied once (the refused publish may have landed too: then it is a duplicate)."""
+    from worker.ops.doctor import run_checks
+    from worker.settings import Settings
+
+    cluster = cluster_factory("frozen-redis-broker", own_redis=True).start()
+    cluster.publish(cluster.matches(300))
+    cluster.wait_received(50)
+    refused = cluster.matches(1, prefix="while-frozen")[0]
+    game_server = producer_app(cluster.broker_url)
+    outcome: dict[str, object] = {}
+
+    def publish_while_frozen() -> None:
+        started = time.monotonic()
+        try:
+            publish_match(game_server, refused, queue=cluster.queue)
+            outcome["result"] = "published"
+        except BrokerUnavailable as exc:
+            outcome["result"] = f"refused: {exc.__cause__!r}"
+        outcome["seconds"] = round(time.monotonic() - started, 1)
+
+    doctor_settings = Settings(database_url=cluster.database_url, broker_url=cluster.broker_url,
+                               queue=cluster.queue, stream=cluster.stream)
+    try:
+        cluster.own.freeze_redis()
+        frozen_at = time.monotonic()
+        publisher = threading.Thread(target=publish_while_frozen, daemon=True)
+        publisher.start()
+        findings = {f.check: f for f in run_checks(doctor_settings, {}, 60.0, None, verify=False)}
+        time.sleep(max(0.0, frozen_at + REDIS_FROZEN_SECONDS - time.monotonic()))
+        told = [cluster.log_count(r"broker not answering|Cannot connect to", name) for name in ("w1", "w2")]
+        publisher.join(timeout=max(0.0, frozen_at + PUBLISH_REFUSED_BOUND - time.monotonic()))
+        assert not publisher.is_alive(), f"a publish to the frozen broker still waits after {PUBLISH_REFUSED_BOUND:.0f} s"
+    finally:
+        cluster.own.thaw_redis()
+    cluster.figures.update(publish_while_frozen=outcome, doctor_broker=findings["broker reachable"].detail,
+                           workers_saying_broker_not_answering=told)
+    assert str(outcome["result"]).startswith("refused"), outcome
+    assert not findings["broker reachable"].ok and "Timeout" in findings["broker reachable"].detail
+    assert all(told), f"a worker did not log the frozen broker: {told}"
+    resumed_at = time.monotonic()
+    publish_match(game_server, refused, queue=cluster.queue)
+    cluster.published = 301
+    cluster.wait_drained(timeout=120)
+    cluster.wait_broker_empty(timeout=60)
+    cluster.figures["recovery_seconds"] = round(time.monotonic() - resumed_at, 1)
+    figures = cluster.check_invariants(unconfirmed=PUBLISH_TRIES)
+    assert (figures["applied"], figures["dead_letters"]) == (301, 0)
