@@ -191,3 +191,42 @@ def test_plain_redis_broker_frozen_workers_and_producer_back_off_say_so_and_resu
     cluster.figures["recovery_seconds"] = round(time.monotonic() - resumed_at, 1)
     figures = cluster.check_invariants(unconfirmed=PUBLISH_TRIES)
     assert (figures["applied"], figures["dead_letters"]) == (301, 0)
+
+
+POSTGRES_FROZEN_SECONDS = 20.0
+"""How long PostgreSQL stays frozen: past the fault settings' task time limit (9 s, soft limit
+7 s), so the workers' children are seen giving up their transactions."""
+
+
+def test_postgresql_frozen_mid_stream_workers_and_relay_wait_say_so_and_resume(cluster_factory):
+    """The scenario's own PostgreSQL (postmaster and every backend) SIGSTOPped for
+    :data:`POSTGRES_FROZEN_SECONDS` s while 300 matches are in flight: ``ratings doctor`` reports
+    the database unreachable within its 5 s connect timeout, the workers log the transactions they
+    gave up; once resumed every match is applied once, none dead-lettered, the invariants hold."""
+    from worker.ops.doctor import run_checks
+    from worker.settings import Settings
+
+    cluster = cluster_factory("frozen-postgresql", own_postgres=True).start()
+    cluster.publish(cluster.matches(300))
+    cluster.wait_received(50)
+    doctor_settings = Settings(database_url=cluster.database_url, broker_url=cluster.broker_url,
+                               queue=cluster.queue, stream=cluster.stream)
+    pids = cluster.own.freeze_postgres()
+    try:
+        frozen_at = time.monotonic()
+        findings = {f.check: f for f in run_checks(doctor_settings, {}, 60.0, None, verify=False)}
+        doctor_seconds = time.monotonic() - frozen_at
+        time.sleep(max(0.0, frozen_at + POSTGRES_FROZEN_SECONDS - time.monotonic()))
+        told = {name: cluster.log_count(r"(?i)timeout|time limit|connection|database", name)
+                for name in ("w1", "w2", "relay")}
+    finally:
+        cluster.own.thaw_postgres(pids)
+    cluster.figures.update(doctor_database=findings["database reachable"].detail,
+                           doctor_seconds=round(doctor_seconds, 1), log_lines_while_frozen=told)
+    assert not findings["database reachable"].ok
+    resumed_at = time.monotonic()
+    cluster.wait_drained(timeout=120)
+    cluster.wait_broker_empty(timeout=60)
+    cluster.figures["recovery_seconds"] = round(time.monotonic() - resumed_at, 1)
+    figures = cluster.check_invariants()
+    assert (figures["applied"], figures["duplicates"], figures["dead_letters"]) == (300, 0, 0)
