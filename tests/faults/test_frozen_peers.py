@@ -138,17 +138,60 @@ PUBLISH_TRIES = 5
 socket buffer and be served when it resumes, so each is a publish that may count."""
 
 
+class StreamReader:
+    """The consumer library (:class:`worker.consumer.RatingEventConsumer`) reading the scenario's
+    stream in a thread, as a downstream service would: a poll that raises a Redis error is recorded
+    and retried after 0.5 s."""
+
+    def __init__(self, cluster):
+        import redis
+
+        from worker.consumer import RatingEventConsumer
+        from worker.redis_url import redis_client
+
+        self.cluster, self.seen, self.errors = cluster, set(), []
+        self.redis_errors = redis.RedisError
+        client = redis_client(cluster.events_url)  # redis-py's defaults: 5 s socket timeouts
+        self.consumer = RatingEventConsumer(client, lambda e: self.seen.add(e["event_id"]), stream=cluster.stream,
+                                            group="frozen-test")
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                self.consumer.poll(block_ms=1000)
+            except self.redis_errors as exc:
+                self.errors.append(type(exc).__name__)
+                self.stopping.wait(0.5)
+
+    def stop_and_check(self) -> None:
+        """Stop once every rating change's event was handled (at most 30 s); assert none missing."""
+        with psycopg.connect(self.cluster.database_url, autocommit=True) as conn:
+            events = {str(e) for (e,) in conn.execute("SELECT event_id FROM outbox")}
+        deadline = time.monotonic() + 30
+        while not events <= self.seen and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.stopping.set()
+        self.thread.join(timeout=10)
+        assert events <= self.seen, f"the consumer library missed {len(events - self.seen)} event(s)"
+
+
 def test_plain_redis_broker_frozen_workers_and_producer_back_off_say_so_and_resume(cluster_factory):
     """The scenario's own Redis (broker and event stream, no replacement) SIGSTOPped for
     :data:`REDIS_FROZEN_SECONDS` s while 300 matches are in flight: a publish meanwhile is refused
     (``BrokerUnavailable``) within :data:`PUBLISH_REFUSED_BOUND` s instead of hanging, the workers
-    log the broker's silence, ``ratings doctor`` reports the broker unreachable (its socket timeout);
-    once resumed everything drains, and the refused match, published again as a game server
-    would, is applied once (the refused publish may have landed too: then it is a duplicate)."""
+    log the broker's silence, ``ratings doctor`` reports the broker unreachable (its socket timeout),
+    the relay's XADD and the consumer library's poll raise ``TimeoutError`` (5 s socket timeouts)
+    and are retried; once resumed everything drains, the refused match, published again as a game
+    server would, is applied once (the refused publish may have landed too: then it is a
+    duplicate), and the consumer library has handled every event."""
     from worker.ops.doctor import run_checks
     from worker.settings import Settings
 
     cluster = cluster_factory("frozen-redis-broker", own_redis=True).start()
+    reader = StreamReader(cluster)
     cluster.publish(cluster.matches(300))
     cluster.wait_received(50)
     refused = cluster.matches(1, prefix="while-frozen")[0]
@@ -174,15 +217,20 @@ def test_plain_redis_broker_frozen_workers_and_producer_back_off_say_so_and_resu
         findings = {f.check: f for f in run_checks(doctor_settings, {}, 60.0, None, verify=False)}
         time.sleep(max(0.0, frozen_at + REDIS_FROZEN_SECONDS - time.monotonic()))
         told = [cluster.log_count(r"broker not answering|Cannot connect to", name) for name in ("w1", "w2")]
+        relay_told = cluster.log_count(r"TimeoutError.*retry_scheduled", "relay")
+        reader_errors = list(reader.errors)
         publisher.join(timeout=max(0.0, frozen_at + PUBLISH_REFUSED_BOUND - time.monotonic()))
         assert not publisher.is_alive(), f"a publish to the frozen broker still waits after {PUBLISH_REFUSED_BOUND:.0f} s"
     finally:
         cluster.own.thaw_redis()
     cluster.figures.update(publish_while_frozen=outcome, doctor_broker=findings["broker reachable"].detail,
-                           workers_saying_broker_not_answering=told)
+                           workers_saying_broker_not_answering=told, relay_retries_on_timeout=relay_told,
+                           consumer_library_errors=len(reader_errors))
     assert str(outcome["result"]).startswith("refused"), outcome
     assert not findings["broker reachable"].ok and "Timeout" in findings["broker reachable"].detail
     assert all(told), f"a worker did not log the frozen broker: {told}"
+    assert relay_told, "the relay did not log the frozen event stream's Redis"
+    assert reader_errors and all(e == "TimeoutError" for e in reader_errors), reader_errors
     resumed_at = time.monotonic()
     publish_match(game_server, refused, queue=cluster.queue)
     cluster.published = 301
@@ -191,6 +239,7 @@ def test_plain_redis_broker_frozen_workers_and_producer_back_off_say_so_and_resu
     cluster.figures["recovery_seconds"] = round(time.monotonic() - resumed_at, 1)
     figures = cluster.check_invariants(unconfirmed=PUBLISH_TRIES)
     assert (figures["applied"], figures["dead_letters"]) == (301, 0)
+    reader.stop_and_check()
 
 
 POSTGRES_FROZEN_SECONDS = 20.0
