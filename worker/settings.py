@@ -187,6 +187,21 @@ class Settings(BaseSettings):
         default=3, ge=0, description="Unanswered TCP keepalive probes before the connection is dropped "
         "(libpq keepalives_count, server tcp_keepalives_count). 0: the system's default.",
     )
+    db_connect_timeout: int = Field(
+        default=10, ge=2, le=300,
+        description="Seconds a worker waits for a new database connection to be ready (libpq "
+        "connect_timeout) before the attempt fails and is retried: a PostgreSQL or PgBouncer that "
+        "froze (paused VM, SIGSTOP) still accepts the TCP connection in its kernel and never answers "
+        "the startup; without it libpq waits for ever (psycopg: 130 s).",
+    )
+    db_tcp_user_timeout_ms: int = Field(
+        default=30000, ge=0, le=3_600_000,
+        description="Milliseconds data the worker sent to the database may stay unacknowledged by the "
+        "peer's TCP stack before the connection is dropped (libpq tcp_user_timeout, Linux): notices a "
+        "host that vanished or a network cut mid-query, where keepalives (idle connections only) do "
+        "not. A frozen server process on a live host is noticed by the task time limit instead. "
+        "0: the system's default.",
+    )
     max_retries: int = Field(
         default=8, gt=0, description="In-process retries of a transient database error before giving up."
     )
