@@ -114,7 +114,11 @@ def use_rabbitmq_quorum_queue(app: Celery, settings: Settings) -> None:
     if not settings.broker_is_rabbitmq:
         return
     app.conf.update(
-        broker_transport_options=rabbitmq_transport_options(),
+        # read/write timeouts (SO_RCVTIMEO/SO_SNDTIMEO, one heartbeat interval): a synchronous AMQP
+        # method (an ack's flush, a channel's open or close) on a node that froze would otherwise
+        # block the worker's event loop, and with it the heartbeat checks that notice the node
+        broker_transport_options={**rabbitmq_transport_options(), "read_timeout": settings.rabbitmq_heartbeat,
+                                  "write_timeout": settings.rabbitmq_heartbeat},
         task_default_queue_type="quorum",
         worker_detect_quorum_queues=True,
         # RabbitMQ pushes up to the prefetch window to a connected consumer: a frozen node's share
