@@ -257,6 +257,17 @@ class Settings(BaseSettings):
     relay_idle_wait: float = Field(
         default=1.0, gt=0, description="Seconds the relay waits for NOTIFY before polling the outbox again."
     )
+    relay_database_deadline: float = Field(
+        default=10.0, ge=2.0, le=300.0,
+        description="Seconds each of the relay's database calls (connecting, taking a batch, "
+        "committing it, the leadership lock) may take before the relay gives the connection up, "
+        "logs a WARNING naming the database (once per outage; an INFO when it answers again) and "
+        "reconnects with backoff. A PostgreSQL that freezes (paused VM, SIGSTOP) keeps its sockets "
+        "open and its kernel acknowledges TCP, so keepalives, tcp_user_timeout and the server-side "
+        "statement_timeout never fire: only this client-side deadline notices it. Above the "
+        "slowest healthy round (a batch of relay_batch_size rows); at least 2 (libpq's "
+        "connect_timeout, whole seconds, rounds it down).",
+    )
     batch_size: int = Field(
         default=100, ge=1, le=1000,
         description="Most matches a worker child applies in one database transaction "

@@ -281,6 +281,47 @@ def test_postgresql_frozen_mid_stream_workers_and_relay_wait_say_so_and_resume(c
     assert (figures["applied"], figures["duplicates"], figures["dead_letters"]) == (300, 0, 0)
 
 
+RELAY_DATABASE_DEADLINE = 5.0
+"""``RATINGS_RELAY_DATABASE_DEADLINE`` of the relay scenario (seconds): the bound within which the
+relay gives up a database call PostgreSQL does not answer and says so; well inside
+:data:`POSTGRES_FROZEN_SECONDS`, so the relay is seen noticing, backing off and waiting."""
+
+RELAY_SILENT = r"the database \S+ at \S+ did not answer the relay within 5.0 s"
+RELAY_BACK = r"the database \S+ at \S+ answers the relay again"
+
+
+def test_postgresql_frozen_relay_gives_up_its_call_says_so_once_and_resumes(cluster_factory):
+    """The scenario's own PostgreSQL SIGSTOPped for :data:`POSTGRES_FROZEN_SECONDS` s while the
+    workers apply 300 matches and the relay publishes their events: within
+    :data:`RELAY_DATABASE_DEADLINE` s of its blocked call (and so before the thaw) the relay logs
+    one WARNING naming the database and the bound, once for the whole outage, reconnecting with
+    backoff meanwhile; after SIGCONT it logs that the database answers again and publishes every
+    outbox event to the stream (no event id with two payloads), the invariants hold."""
+    cluster = cluster_factory("frozen-postgresql-relay", {"RATINGS_RELAY_DATABASE_DEADLINE": str(RELAY_DATABASE_DEADLINE)},
+                              own_postgres=True).start()
+    cluster.publish(cluster.matches(300))
+    cluster.wait_received(50)
+    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM outbox").fetchone()[0] > 0, "no events for the relay yet"
+    pids = cluster.own.freeze_postgres()
+    try:
+        frozen_at = time.monotonic()
+        time.sleep(POSTGRES_FROZEN_SECONDS)
+        told = cluster.log_count(RELAY_SILENT, "relay")
+        told_back_while_frozen = cluster.log_count(RELAY_BACK, "relay")
+    finally:
+        cluster.own.thaw_postgres(pids)
+    cluster.figures.update(relay_warnings=told, frozen_seconds=round(time.monotonic() - frozen_at, 1))
+    assert told == 1, f"the relay said {told} times (not once) that the database did not answer"
+    assert told_back_while_frozen == 0
+    cluster.wait_drained(timeout=120)
+    cluster.wait_broker_empty(timeout=60)
+    figures = cluster.check_invariants()
+    assert (figures["applied"], figures["duplicates"], figures["dead_letters"]) == (300, 0, 0)
+    assert cluster.log_count(RELAY_BACK, "relay") == 1
+    assert cluster.log_count(RELAY_SILENT, "relay") == 1
+
+
 def test_pgbouncer_frozen_mid_stream_workers_wait_say_so_and_resume(cluster_factory, servers, tmp_path):
     """The workers reach PostgreSQL through a PgBouncer of the test's own (transaction mode), which
     is SIGSTOPped for :data:`POSTGRES_FROZEN_SECONDS` s while 300 matches are in flight:
