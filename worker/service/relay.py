@@ -12,7 +12,9 @@ we chose per-player order on the stream instead, since consumers detect gaps by 
 A crash between the ``XADD`` and the commit republishes the batch: delivery
 is at least once, and consumers drop duplicates by ``event_id``. The relay sleeps on
 ``LISTEN ratings_outbox`` (the rating transaction NOTIFYs) and polls every ``relay_idle_wait``
-seconds in case a notification was missed.
+seconds in case a notification was missed. A database call that does not answer within
+``relay_database_deadline`` seconds (a frozen PostgreSQL never sends an error) is given up by a
+watchdog (:class:`worker.store.deadline.CallDeadline`): the relay says so and reconnects with backoff.
 """
 
 from __future__ import annotations
