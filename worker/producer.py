@@ -99,6 +99,13 @@ BROKER_SOCKET_TIMEOUTS = {"socket_connect_timeout": 2.0, "socket_timeout": 5.0}
 """Redis socket timeouts of the producer (seconds): a stopped or unreachable broker fails fast."""
 
 
+RABBITMQ_SOCKET_TIMEOUTS = {"read_timeout": BROKER_SOCKET_TIMEOUTS["socket_timeout"],
+                            "write_timeout": BROKER_SOCKET_TIMEOUTS["socket_timeout"]}
+"""py-amqp socket timeouts of the producer on RabbitMQ (seconds): a synchronous AMQP method (channel
+open, queue declaration, connection close) on a node that stopped answering fails after this and
+the publish is retried on the URL's next node."""
+
+
 class BrokerUnavailable(OperationalError):
     """The broker could not be reached after the retries of :data:`PUBLISH_RETRY_POLICY`.
 
@@ -258,7 +265,11 @@ def producer_app(broker_url: str, check_broker: bool = True, wait_replicas: int 
     if is_rabbitmq(broker_url):
         # task_default_queue_type: a plain send_task declares the queue as the workers do (a quorum
         # queue); RabbitMQ refuses a declaration whose arguments differ from the queue's.
-        app.conf.update(broker_transport_options={**rabbitmq_transport_options(), **_RETRY_TRANSPORT_OPTIONS},
+        # read/write timeouts (SO_RCVTIMEO/SO_SNDTIMEO): without them, after a confirm timed out on
+        # a node that froze (paused VM, partition), closing that connection waited for the node's
+        # close-ok for ever, and the producer runs no heartbeats to notice
+        app.conf.update(broker_transport_options={**rabbitmq_transport_options(), **_RETRY_TRANSPORT_OPTIONS,
+                                                  **RABBITMQ_SOCKET_TIMEOUTS},
                         task_default_queue_type="quorum",
                         broker_connection_timeout=BROKER_SOCKET_TIMEOUTS["socket_connect_timeout"])
         if broker_url.startswith("amqps://"):

@@ -110,6 +110,29 @@ def sentinel_connection_kwargs(**socket_options: Any) -> dict[str, Any]:
     return {**socket_options, "retry": Retry(NoBackoff(), 0)}
 
 
+BLOCKING_POLL_SECONDS = 1  # kombu.transport.redis.Transport.brpop_timeout
+"""Server-side timeout of the workers' blocking poll (kombu's ``brpop_timeout``, the transport's
+``BLMOVE``): a live server answers it within this, so every socket timeout stays above it."""
+
+
+def broker_socket_options(timeout: float, health_check_interval: int) -> dict[str, Any]:
+    """kombu Redis transport options that notice a broker that goes silent (frozen, paused, cut
+    off without a reset): ``socket_timeout``/``socket_connect_timeout`` of ``timeout`` seconds on
+    every command and connection, TCP keepalives (a vanished host; a frozen process's kernel still
+    answers them), and ``health_check_interval`` seconds between kombu's checks of the waiting
+    poll, which has no socket timeout (it runs on the event loop): one overdue by more than
+    :data:`BLOCKING_POLL_SECONDS` + ``health_check_interval`` is dropped and reconnected.
+
+    ``retry_on_timeout`` stays off: a retry on a frozen server doubles the wait, and a retried
+    push could be applied twice by the server. Raises ``ValueError`` when ``timeout`` is not above
+    :data:`BLOCKING_POLL_SECONDS` (the poll would time out on a live, idle server).
+    """
+    if timeout <= BLOCKING_POLL_SECONDS:
+        raise ValueError(f"socket timeout {timeout:g} s: must exceed the {BLOCKING_POLL_SECONDS} s blocking poll")
+    return {"socket_timeout": timeout, "socket_connect_timeout": timeout, "socket_keepalive": True,
+            "health_check_interval": health_check_interval}
+
+
 def short_error(exc: BaseException) -> str:
     """``exc``'s message on one line without the connection-pool reprs redis-py appends to
     ``MasterNotFoundError`` (one per Sentinel, each hundreds of characters)."""

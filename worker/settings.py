@@ -64,6 +64,23 @@ class Settings(BaseSettings):
         "its heartbeats (about two intervals): then they are redelivered. The RabbitMQ counterpart "
         "of RATINGS_VISIBILITY_TIMEOUT.",
     )
+    redis_socket_timeout: float = Field(
+        default=5.0, gt=1.0, le=300.0,
+        description="Seconds the workers' broker connections (and `ratings doctor`'s Redis checks) wait "
+        "for a reply or a connection before they give the connection up and reconnect (through a "
+        "Sentinel URL: to the primary the Sentinels name now); the relay's clients keep redis-py's "
+        "default, 5 s. A Redis "
+        "that freezes (paused VM, partition, SIGSTOP) keeps its sockets open and never answers: only "
+        "this deadline notices it. Above the workers' 1 s blocking poll (BLMOVE/BRPOP with a 1 s "
+        "server-side timeout), which must return before it.",
+    )
+    redis_health_check_interval: int = Field(
+        default=5, ge=1, le=300,
+        description="Seconds between the workers' checks of their waiting broker poll (kombu's "
+        "health_check_interval): a poll whose reply is overdue by more than 1 s + this is dropped and "
+        "reconnected, so a frozen broker is noticed within 1 s + 2 x this while a worker is idle. "
+        "Also redis-py's: a connection idle for longer is PINGed before its next command.",
+    )
     rabbitmq_consumer_timeout: float = Field(
         default=1800.0, gt=0,
         description="RabbitMQ broker only: the broker's consumer_timeout in seconds, as configured on "
@@ -171,6 +188,21 @@ class Settings(BaseSettings):
         default=3, ge=0, description="Unanswered TCP keepalive probes before the connection is dropped "
         "(libpq keepalives_count, server tcp_keepalives_count). 0: the system's default.",
     )
+    db_connect_timeout: int = Field(
+        default=10, ge=2, le=300,
+        description="Seconds a worker waits for a new database connection to be ready (libpq "
+        "connect_timeout) before the attempt fails and is retried: a PostgreSQL or PgBouncer that "
+        "froze (paused VM, SIGSTOP) still accepts the TCP connection in its kernel and never answers "
+        "the startup; without it libpq waits for ever (psycopg: 130 s).",
+    )
+    db_tcp_user_timeout_ms: int = Field(
+        default=30000, ge=0, le=3_600_000,
+        description="Milliseconds data the worker sent to the database may stay unacknowledged by the "
+        "peer's TCP stack before the connection is dropped (libpq tcp_user_timeout, Linux): notices a "
+        "host that vanished or a network cut mid-query, where keepalives (idle connections only) do "
+        "not. A frozen server process on a live host is noticed by the task time limit instead. "
+        "0: the system's default.",
+    )
     max_retries: int = Field(
         default=8, gt=0, description="In-process retries of a transient database error before giving up."
     )
@@ -224,6 +256,17 @@ class Settings(BaseSettings):
     )
     relay_idle_wait: float = Field(
         default=1.0, gt=0, description="Seconds the relay waits for NOTIFY before polling the outbox again."
+    )
+    relay_database_deadline: float = Field(
+        default=10.0, ge=2.0, le=300.0,
+        description="Seconds each of the relay's database calls (connecting, taking a batch, "
+        "committing it, the leadership lock) may take before the relay gives the connection up, "
+        "logs a WARNING naming the database (once per outage; an INFO when it answers again) and "
+        "reconnects with backoff. A PostgreSQL that freezes (paused VM, SIGSTOP) keeps its sockets "
+        "open and its kernel acknowledges TCP, so keepalives, tcp_user_timeout and the server-side "
+        "statement_timeout never fire: only this client-side deadline notices it. Above the "
+        "slowest healthy round (a batch of relay_batch_size rows); at least 2 (libpq's "
+        "connect_timeout, whole seconds, rounds it down).",
     )
     batch_size: int = Field(
         default=100, ge=1, le=1000,

@@ -128,10 +128,11 @@ class Cluster:
         """The prefork children of worker node ``name`` (the processes that run tasks)."""
         return psutil.Process(self.procs.procs[name].pid).children(recursive=True)
 
-    def log_count(self, pattern: str) -> int:
-        """Occurrences of ``pattern`` (a regex) in every process log of this scenario."""
+    def log_count(self, pattern: str, process: str = "*") -> int:
+        """Occurrences of ``pattern`` (a regex) in the log of ``process`` (a worker node's name,
+        ``relay``), or of every process of this scenario."""
         rx = re.compile(pattern)
-        return sum(len(rx.findall(p.read_text(errors="replace"))) for p in self.log_dir.glob("*.log"))
+        return sum(len(rx.findall(p.read_text(errors="replace"))) for p in self.log_dir.glob(f"{process}.log"))
 
     # -- messages
     def matches(self, count: int, players: int = 60, seed: int = 1, prefix: str | None = None) -> list[dict]:
@@ -319,9 +320,10 @@ def cluster_factory(servers, events_redis_url, pgbouncer, tmp_path, batch_size) 
     made: list[Cluster] = []
 
     def make(name: str, overrides: dict[str, str] | None = None, own_postgres: bool = False, own_redis: bool = False,
-             broker_url: str | None = None) -> Cluster:
+             broker_url: str | None = None, bouncer=None) -> Cluster:
         """``broker_url``: a broker of the test's own (a replicated Redis, a RabbitMQ cluster)
-        instead of the run's."""
+        instead of the run's; ``bouncer``: a PgBouncer of the test's own for the workers instead of
+        the run's (if any)."""
         admin_url, session_broker = servers
         broker_url = broker_url or session_broker
         own = None
@@ -332,7 +334,7 @@ def cluster_factory(servers, events_redis_url, pgbouncer, tmp_path, batch_size) 
             broker_url = own.broker_url if own_redis else broker_url
         overrides = {"RATINGS_BATCH_SIZE": str(batch_size), **(overrides or {})}
         cluster = Cluster(name, admin_url, broker_url, tmp_path, overrides, own,
-                          bouncer=pgbouncer if not own_postgres else None,
+                          bouncer=bouncer or (pgbouncer if not own_postgres else None),
                           events_url=events_redis_url if is_rabbitmq(broker_url) else None)
         cluster.batch_size = int(overrides["RATINGS_BATCH_SIZE"])
         cluster.figures["batch_size"] = cluster.batch_size

@@ -26,6 +26,13 @@ from worker.producer import BrokerTlsRefused, BrokerUnavailable, producer_app, p
 pytestmark = [pytest.mark.faults, pytest.mark.rabbitmq]
 
 
+NODE_CONFIG = "net_ticktime = 10\ncluster_partition_handling = autoheal\n"
+"""rabbitmq.conf lines of every node, as the README recommends for production: a node that stops
+answering (frozen, paused VM) is declared down by the others after 7.5 to 12.5 s (``net_ticktime``,
+60 s by default, during which the cluster's metadata operations, a queue declaration among them,
+wait for it), and the partition its return makes heals by itself (``autoheal``)."""
+
+
 @pytest.fixture(scope="module")
 def rabbit_cluster(tmp_path_factory, tls_files):
     """Three clustered RabbitMQ nodes, started once for the module (their start time is reported);
@@ -35,7 +42,7 @@ def rabbit_cluster(tmp_path_factory, tls_files):
         pytest.skip("Debian's rabbitmq-server is not installed (.ci/run installs it)")
     files = {"cacertfile": tls_files.ca_pem, "certfile": tls_files.cert_pem, "keyfile": tls_files.key_pem}
     started = time.monotonic()
-    cluster = rabbitmq.RabbitCluster(tmp_path_factory.mktemp("rabbit"), nodes=3,
+    cluster = rabbitmq.RabbitCluster(tmp_path_factory.mktemp("rabbit"), nodes=3, config=NODE_CONFIG,
                                      tls={k: str(v) for k, v in files.items()})
     cluster.start_seconds = round(time.monotonic() - started, 1)
     cluster.ca_file = str(files["cacertfile"])
@@ -109,6 +116,60 @@ class SteadyPublisher(threading.Thread):
                 self.confirmed.append(match["match_id"])
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
+
+
+RABBIT_FROZEN_BOUND = 60.0
+"""Seconds after a node froze by which every confirmed publish must be applied, the node still
+frozen: the workers miss two AMQP heartbeats (``RATINGS_RABBITMQ_HEARTBEAT``, 5 s here) and
+reconnect to the next node of the URL, the producer's publish gives up at its confirm timeout
+(10 s), drops the connection at its read timeout (5 s) and retries on the next node, the other nodes declare the frozen one down (``net_ticktime``
+10 s: at most 12.5 s), the quorum queue elects a leader among them, and what the frozen node had
+pushed to the workers is redelivered."""
+
+
+def test_a_frozen_node_is_left_for_the_others_and_nothing_confirmed_is_lost(cluster_factory, rabbit_cluster):
+    """300 matches published at 40/s with confirms; after 100 the node every client is connected
+    to (the URL's first) is SIGSTOPped: the producer and the workers move to the other nodes, every
+    confirmed match is applied within :data:`RABBIT_FROZEN_BOUND` s of the freeze while the node is
+    still frozen; after SIGCONT (the partition its return makes heals: ``autoheal``) nothing is
+    applied twice and the invariants hold."""
+    cluster = cluster_factory("rabbit-node-frozen", broker_url=rabbit_cluster.url)
+    cluster.rabbit_cluster = rabbit_cluster
+    cluster.start(workers=2)
+    matches = cluster.matches(300, players=100)
+    publisher = SteadyPublisher(rabbit_cluster.url, cluster.queue, matches, rate=40)
+    publisher.start()
+    deadline = time.monotonic() + 60
+    while len(publisher.confirmed) < 100 and publisher.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    node = rabbit_cluster.nodes[0]
+    rabbit_cluster.freeze(node)
+    try:
+        frozen_at = time.monotonic()
+        publisher.join(max(0.0, frozen_at + RABBIT_FROZEN_BOUND - time.monotonic()))
+        while True:
+            confirmed = set(publisher.confirmed)
+            with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+                applied = {m for (m,) in conn.execute("SELECT match_id FROM ledger")}
+            if (not publisher.is_alive() and confirmed <= applied) or time.monotonic() > frozen_at + RABBIT_FROZEN_BOUND:
+                break
+            time.sleep(0.5)
+        seconds = time.monotonic() - frozen_at
+    finally:
+        rabbit_cluster.thaw(node)
+    cluster.figures.update(confirmed=len(confirmed), applied_while_frozen=len(applied & confirmed),
+                           seconds_to_apply_after_freeze=round(seconds, 1),
+                           failed_publish_attempts=publisher.failed_attempts)
+    assert publisher.error is None, f"publisher gave up: {publisher.error!r}"
+    assert not publisher.is_alive(), f"a publish still waits on the frozen node after {RABBIT_FROZEN_BOUND:.0f} s"
+    assert len(confirmed) == len(matches)
+    assert confirmed <= applied, f"{len(confirmed - applied)} confirmed publishes not applied while the node was frozen"
+    cluster.figures["heal_seconds"] = round(rabbit_cluster.wait_healed(), 1)
+    cluster.published = len(confirmed)
+    cluster.wait_drained()
+    cluster.wait_broker_empty()
+    figures = cluster.check_invariants(unconfirmed=publisher.failed_attempts)
+    assert figures["applied"] == len(matches) and figures["dead_letters"] == 0
 
 
 def test_killing_the_node_that_leads_the_quorum_queue_loses_no_confirmed_publish(cluster_factory, rabbit_cluster):

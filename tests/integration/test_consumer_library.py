@@ -264,3 +264,35 @@ def test_consumer_lag_counts_undelivered_and_pending_entries(stream):
     assert (lag.group, lag.undelivered, lag.pending, lag.consumers) == ("g", 3, 2, 1)
     assert lag.oldest_pending_seconds >= 0
     assert consumer_lag(client, name + "-missing") == []
+
+
+def test_a_block_time_that_reaches_the_socket_timeout_is_refused_before_it_looks_like_a_dead_server(stream):
+    """A Redis that froze is noticed only by the client's socket timeout, so a poll's block time
+    must stay below it: block_ms=1000 on a client with a 1 s timeout is refused with what to
+    change; 500 ms waits on the idle stream and returns 0."""
+    client, name = stream
+    url = client.connection_pool.connection_kwargs
+    short = redis.Redis(host=url.get("host", "127.0.0.1"), port=url.get("port", 6379), db=url.get("db", 0),
+                        socket_timeout=1.0)
+    consumer = RatingEventConsumer(short, lambda e: None, stream=name)
+    with pytest.raises(ValueError, match="reaches the Redis client's socket_timeout"):
+        consumer.poll(block_ms=1000)
+    assert consumer.poll(block_ms=500) == 0
+
+
+def test_a_consumer_on_a_client_without_decoded_responses_takes_over_a_dead_members_entries(stream):
+    """A client that returns bytes (redis-py's default): the takeover of a dead member's entry
+    gives its id, not a TypeError from redis-py's parse of XAUTOCLAIM ... JUSTID."""
+    client, name = stream
+    raw = redis.Redis(connection_pool=redis.ConnectionPool(
+        connection_class=client.connection_pool.connection_class,
+        **{**client.connection_pool.connection_kwargs, "decode_responses": False}))
+    evs = [event("p1", s, 1500.0 + s) for s in (1, 2)]
+    ids = [add(client, name, e) for e in evs]
+    RatingEventConsumer(raw, lambda e: None, stream=name, group="g", consumer="a")
+    client.xreadgroup("g", "a", {name: ">"}, count=1)  # a reads sequence 1 and dies before handling it
+    handled: list[dict] = []
+    b = RatingEventConsumer(raw, handled.append, stream=name, group="g", consumer="b", claim_idle_ms=0)
+    assert b._autoclaim(10) == ([ids[0]], [])
+    b.run_until_idle()
+    assert [e["sequence"] for e in handled] == [1, 2] and client.xpending(name, "g")["pending"] == 0

@@ -169,3 +169,12 @@ def test_keepalives_and_the_idle_transaction_bound_are_settings_with_stated_defa
                                    "keepalives_count": 3}
     assert keepalive_kwargs(Settings(db_keepalives_idle=0, db_keepalives_count=0)) == {
         "keepalives": 1, "keepalives_interval": 5}
+
+
+def test_the_pool_bounds_the_wait_on_a_database_that_stops_answering():
+    """Defaults: a new connection ready within 10 s (libpq connect_timeout, whole seconds), sent
+    data acknowledged within 30 s (tcp_user_timeout, ms); 0 leaves the system's TCP default."""
+    from worker.store.pool import silent_server_kwargs
+
+    assert silent_server_kwargs(Settings()) == {"connect_timeout": 10, "tcp_user_timeout": 30000}
+    assert silent_server_kwargs(Settings(db_connect_timeout=3, db_tcp_user_timeout_ms=0)) == {"connect_timeout": 3}

@@ -56,7 +56,7 @@ def test_a_rabbitmq_worker_declares_a_quorum_queue_and_confirms_publishes():
     app = _worker_app(broker_url=AMQP)
     assert app.conf.broker_transport is None
     assert app.conf.task_default_queue_type == "quorum"
-    assert app.conf.broker_transport_options == {"confirm_publish": True}
+    assert app.conf.broker_transport_options["confirm_publish"] is True
     [queue] = app.amqp.queues.values()
     assert queue.queue_arguments == {"x-queue-type": "quorum"} and queue.durable
     redis_app = _worker_app(broker_url="redis://127.0.0.1:6379/0")
@@ -107,3 +107,19 @@ def test_the_producer_refuses_a_ca_file_that_cannot_be_read_at_once_with_its_rea
     with pytest.raises(BrokerTlsRefused) as caught:
         producer_app(url, ca_file=ca_file)
     assert caught.value.reason == "tls_ca_file_unreadable" and "/nonexistent/ca.pem" in str(caught.value)
+
+
+def test_worker_and_producer_give_up_a_synchronous_amqp_wait_on_a_silent_node():
+    """A RabbitMQ node that froze never answers a synchronous AMQP method (a channel's open or
+    close, a queue declaration): the worker's connection gives up after one heartbeat interval,
+    the producer's after its 5 s socket timeout (py-amqp read/write timeouts), and retry elsewhere."""
+    from worker.producer import producer_app
+
+    url = "amqp://guest:guest@10.0.0.1:5672//;amqp://guest:guest@10.0.0.2:5672//"
+    settings = Settings(broker_url=url, events_redis_url="redis://h:6379/0", rabbitmq_heartbeat=7)
+    app = configure(Celery("t"), settings)
+    use_rabbitmq_quorum_queue(app, settings)
+    options = app.conf.broker_transport_options
+    assert (options["read_timeout"], options["write_timeout"], options["confirm_publish"]) == (7, 7, True)
+    producer = producer_app(url, check_broker=False).conf.broker_transport_options
+    assert (producer["read_timeout"], producer["write_timeout"], producer["confirm_publish"]) == (5.0, 5.0, True)

@@ -83,3 +83,38 @@ def test_a_malformed_sentinel_url_is_refused_without_showing_its_password(url):
     with pytest.raises(ValueError) as caught_settings:
         Settings(broker_url=url)
     assert "s3cret" not in str(caught_settings.value)
+
+
+@pytest.mark.parametrize("url", [URL, "redis://10.0.0.1:6379/0", "rediss://10.0.0.1:6380/0"])
+def test_the_worker_gives_up_a_silent_broker_connection_after_the_socket_timeout(url):
+    """A frozen Redis never closes its sockets: the worker's broker connections carry the socket
+    timeout and kombu's poll check interval from the settings, keepalives on, no retry of a
+    command that timed out; through Sentinel, the Sentinels' connections the same timeout."""
+    from celery import Celery
+
+    from worker.service import celery_app
+
+    settings = Settings(broker_url=url, redis_socket_timeout=7.5, redis_health_check_interval=3)
+    app = celery_app.configure(Celery("t"), settings)
+    celery_app.use_safe_redis_transport(app, settings)
+    with app.connection_for_write() as conn:
+        options = conn.transport_options
+    assert (options["socket_timeout"], options["socket_connect_timeout"]) == (7.5, 7.5)
+    assert (options["health_check_interval"], options["socket_keepalive"]) == (3, True)
+    assert not options.get("retry_on_timeout")
+    if is_sentinel(url):
+        assert options["sentinel_kwargs"]["socket_timeout"] == 7.5
+
+
+def test_a_socket_timeout_at_or_below_the_blocking_poll_is_refused():
+    """The workers' poll blocks up to 1 s on the server: a socket timeout of 1 s or less would
+    drop a live, idle broker's connection at every poll."""
+    from pydantic import ValidationError
+
+    from worker.redis_url import broker_socket_options
+
+    with pytest.raises(ValidationError, match="redis_socket_timeout"):
+        Settings(redis_socket_timeout=1.0)
+    with pytest.raises(ValueError, match="must exceed the 1 s blocking poll"):
+        broker_socket_options(1.0, 5)
+    assert broker_socket_options(1.5, 5)["socket_timeout"] == 1.5

@@ -85,6 +85,23 @@ def _id_tuple(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+XAUTOCLAIM_RAW = ("return redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], "
+                  "'COUNT', ARGV[5], 'JUSTID')")
+"""``XAUTOCLAIM key group consumer min-idle-time start COUNT count JUSTID``, its reply as the server
+gives it: [next cursor, claimed ids, deleted ids (Redis >= 7.0)]."""
+
+
+def check_block_below_socket_timeout(client: redis.Redis, block_ms: int) -> None:
+    """Raise ``ValueError`` when a blocking read of ``block_ms`` milliseconds would reach the
+    client's ``socket_timeout`` (seconds; redis-py's default is 5 s): an idle stream would then look
+    like a dead server (``TimeoutError`` at every poll). The socket timeout is what notices a Redis
+    that froze (no reset, no answer): keep it, and keep the block time below it."""
+    timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
+    if timeout is not None and block_ms / 1000 >= timeout:
+        raise ValueError(f"block_ms={block_ms} reaches the Redis client's socket_timeout ({timeout:g} s): "
+                         "an idle stream would time out; block for less (1000 ms by default)")
+
+
 class RatingEventConsumer:
     """Member ``consumer`` of consumer group ``group`` on ``stream``.
 
@@ -128,7 +145,9 @@ class RatingEventConsumer:
         """Take over, re-read and read up to ``count`` entries each, and handle them; return how many
         entries were read (0: nothing to do after waiting up to ``block_ms`` milliseconds for new entries).
 
-        Raises redis errors (connection) and backfill errors; a handler's exception is caught,
+        Raises redis errors (connection; a Redis that froze: ``redis.TimeoutError`` after the
+        client's ``socket_timeout``, so keep one: redis-py's default is 5 s) and backfill errors;
+        ``ValueError`` when ``block_ms`` reaches the socket timeout. A handler's exception is caught,
         counted in :attr:`report` and the entry stays pending.
         """
         entries: list[tuple[str, dict | None]] = []
@@ -192,8 +211,11 @@ class RatingEventConsumer:
     def _autoclaim(self, count: int) -> tuple[list[str], list[str]]:
         """XAUTOCLAIM entries idle ``claim_idle_ms`` (JUSTID: claimed ids, then read as own pending);
         returns (claimed ids, ids of deleted entries dropped by the server, Redis >= 7.0)."""
-        reply = self.client.execute_command("XAUTOCLAIM", self.stream, self.group, self.consumer,
-                                            self.claim_idle_ms, self._claim_cursor, "COUNT", count, "JUSTID")
+        # Through EVAL, which has no reply parser: redis-py parses an XAUTOCLAIM reply as entries
+        # even with JUSTID, which breaks on a client without decode_responses (TypeError) and
+        # garbles the ids with one.
+        reply = self.client.execute_command("EVAL", XAUTOCLAIM_RAW, 1, self.stream, self.group, self.consumer,
+                                            self.claim_idle_ms, self._claim_cursor, count)
         self._claim_cursor = _text(reply[0])
         claimed = [_text(i) for i in reply[1]]
         deleted = [_text(i) for i in reply[2]] if len(reply) > 2 else []
@@ -234,6 +256,7 @@ class RatingEventConsumer:
     def _wait(self, block_ms: int) -> None:
         """Block up to ``block_ms`` for a new entry without taking it (XREAD, no group)."""
         if block_ms > 0:
+            check_block_below_socket_timeout(self.client, block_ms)
             self.client.xread({self.stream: "$"}, count=1, block=block_ms)
 
     def _poisoned(self, entry_id: str) -> bool:

@@ -9,6 +9,7 @@ stopped when :meth:`EmbeddedServers.stop` runs (also at interpreter exit).
 from __future__ import annotations
 
 import atexit
+import signal
 import socket
 import subprocess
 import time
@@ -113,6 +114,38 @@ class EmbeddedServers:
                 self._redis.kill()
                 self._redis.wait()
         self._redis = None
+
+    def freeze_redis(self) -> None:
+        """SIGSTOP the embedded Redis (a paused VM, a partition): its sockets stay open, silent."""
+        if self._redis is not None and self._redis.poll() is None:
+            self._redis.send_signal(signal.SIGSTOP)
+
+    def thaw_redis(self) -> None:
+        """SIGCONT the embedded Redis :meth:`freeze_redis` stopped."""
+        if self._redis is not None and self._redis.poll() is None:
+            self._redis.send_signal(signal.SIGCONT)
+
+    def freeze_postgres(self) -> list[int]:
+        """SIGSTOP the embedded PostgreSQL's postmaster and every backend (a paused VM): its
+        sockets stay open, nothing answers, no new session starts; return the pids stopped
+        (:meth:`thaw_postgres` resumes them)."""
+        import psutil
+
+        postmaster = psutil.Process(self._pg.get_pid())
+        procs = [postmaster, *postmaster.children(recursive=True)]
+        for proc in procs:
+            proc.send_signal(signal.SIGSTOP)
+        return [p.pid for p in procs]
+
+    def thaw_postgres(self, pids: list[int]) -> None:
+        """SIGCONT the processes :meth:`freeze_postgres` stopped (those still running)."""
+        import psutil
+
+        for pid in pids:
+            try:
+                psutil.Process(pid).send_signal(signal.SIGCONT)
+            except psutil.NoSuchProcess:
+                pass
 
     def restart_postgres(self, mode: str = "fast", down_seconds: float = 0.0) -> None:
         """Stop the embedded PostgreSQL (``pg_ctl stop -m mode``: smart, fast or immediate), stay

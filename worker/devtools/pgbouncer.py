@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -103,9 +104,20 @@ class PgBouncer:
         netloc = f"{parts.username or 'postgres'}@127.0.0.1:{self.port}"
         return urlunsplit(parts._replace(netloc=netloc))
 
+    def freeze(self) -> None:
+        """SIGSTOP PgBouncer (a paused VM): its sockets stay open, nothing answers. :meth:`thaw` resumes it."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT PgBouncer after :meth:`freeze`."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         """Stop PgBouncer (SIGTERM, then SIGKILL after 10 s) and remove a folder it made for itself."""
         if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGCONT)  # a frozen one takes SIGTERM only once resumed
             self._proc.terminate()
             try:
                 self._proc.wait(10)

@@ -160,6 +160,38 @@ class RabbitCluster:
         os.killpg(node.process.pid, signal.SIGKILL)
         node.process.wait(10)
 
+    def freeze(self, node: Node) -> None:
+        """SIGSTOP every process of ``node`` (a paused VM): its sockets stay open, nothing answers,
+        no RST. :meth:`thaw` resumes it."""
+        assert node.process is not None
+        os.killpg(node.process.pid, signal.SIGSTOP)
+
+    def thaw(self, node: Node) -> None:
+        """SIGCONT every process of ``node`` after :meth:`freeze`."""
+        if node.process is not None and node.process.poll() is None:
+            os.killpg(node.process.pid, signal.SIGCONT)
+
+    def wait_healed(self, timeout: float = 120.0) -> float:
+        """Wait until every running node reports every running node as running and no partition
+        (a thawed node's return is a partition that ``autoheal`` ends by restarting the losing side),
+        three times in a row a second apart; return the seconds waited. Raises ``TimeoutError``."""
+        import json
+
+        started, steady = time.monotonic(), 0
+        names = {n.name for n in self.running()}
+        while steady < 3:
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"RabbitMQ cluster not healed after {timeout:.0f} s")
+            try:
+                states = [json.loads(self.ctl(n, "cluster_status", "--formatter", "json", timeout=15))
+                          for n in self.running()]
+                ok = all(set(st.get("running_nodes", [])) == names and not st.get("partitions") for st in states)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError):
+                ok = False
+            steady = steady + 1 if ok else 0
+            time.sleep(1.0)
+        return time.monotonic() - started
+
     def stop(self) -> None:
         """Kill every node and remove the cluster's files."""
         for node in self.running():

@@ -139,6 +139,18 @@ class ReplicatedRedis:
         self.procs[port].wait()
         return port
 
+    def freeze_primary(self) -> int:
+        """SIGSTOP the primary (a paused VM, a partition): its sockets stay open and silent, no
+        RST, no FIN; return its port. :meth:`thaw` resumes it."""
+        port = self.primary_port
+        self.procs[port].send_signal(signal.SIGSTOP)
+        return port
+
+    def thaw(self, port: int) -> None:
+        """SIGCONT the node on ``port`` (one :meth:`freeze_primary` stopped), if it still runs."""
+        if self.procs[port].poll() is None:
+            self.procs[port].send_signal(signal.SIGCONT)
+
     def wait_failover(self, timeout: float = 30.0) -> float:
         """Wait until every Sentinel names a new, answering primary that has a replica in sync;
         return the seconds waited."""
@@ -160,7 +172,7 @@ class ReplicatedRedis:
         return time.monotonic() - start
 
     def stop(self) -> None:
-        """Stop every process (SIGKILL: the files are thrown away)."""
+        """Stop every process (SIGKILL: the files are thrown away; a frozen one too)."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.kill()

@@ -38,6 +38,7 @@ from celery import Celery
 
 from worker.broker import rabbitmq_tls_options, rabbitmq_transport_options
 from worker.redis_url import (
+    broker_socket_options,
     is_sentinel,
     keep_rediss_default,
     kombu_url,
@@ -59,6 +60,8 @@ def configure(app: Celery, settings: Settings) -> Celery:
             "unacked_restore_interval": settings.restore_interval,
             "unacked_restore_throttle": 1,
             "poll_linger": settings.poll_linger,
+            # a broker that goes silent without closing its sockets (frozen, partitioned) is noticed
+            **broker_socket_options(settings.redis_socket_timeout, settings.redis_health_check_interval),
         },
         task_serializer="json",
         accept_content=["json"],
@@ -92,7 +95,8 @@ def use_safe_redis_transport(app: Celery, settings: Settings) -> None:
         app.conf.broker_transport_options = {
             **app.conf.broker_transport_options,
             "master_name": parse_sentinel_url(settings.broker_url or "").master_name,
-            "sentinel_kwargs": sentinel_connection_kwargs(socket_connect_timeout=5, socket_timeout=5),
+            "sentinel_kwargs": sentinel_connection_kwargs(socket_connect_timeout=settings.redis_socket_timeout,
+                                                          socket_timeout=settings.redis_socket_timeout),
         }
         return
     url = urlsplit(settings.broker_url or "")
@@ -110,7 +114,11 @@ def use_rabbitmq_quorum_queue(app: Celery, settings: Settings) -> None:
     if not settings.broker_is_rabbitmq:
         return
     app.conf.update(
-        broker_transport_options=rabbitmq_transport_options(),
+        # read/write timeouts (SO_RCVTIMEO/SO_SNDTIMEO, one heartbeat interval): a synchronous AMQP
+        # method (an ack's flush, a channel's open or close) on a node that froze would otherwise
+        # block the worker's event loop, and with it the heartbeat checks that notice the node
+        broker_transport_options={**rabbitmq_transport_options(), "read_timeout": settings.rabbitmq_heartbeat,
+                                  "write_timeout": settings.rabbitmq_heartbeat},
         task_default_queue_type="quorum",
         worker_detect_quorum_queues=True,
         # RabbitMQ pushes up to the prefetch window to a connected consumer: a frozen node's share

@@ -12,7 +12,9 @@ we chose per-player order on the stream instead, since consumers detect gaps by 
 A crash between the ``XADD`` and the commit republishes the batch: delivery
 is at least once, and consumers drop duplicates by ``event_id``. The relay sleeps on
 ``LISTEN ratings_outbox`` (the rating transaction NOTIFYs) and polls every ``relay_idle_wait``
-seconds in case a notification was missed.
+seconds in case a notification was missed. A database call that does not answer within
+``relay_database_deadline`` seconds (a frozen PostgreSQL never sends an error) is given up by a
+watchdog (:class:`worker.store.deadline.CallDeadline`): the relay says so and reconnects with backoff.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from worker.service.faults import FaultInjector
 from worker.service.heap import freeze_long_lived
 from worker.settings import Settings, required_url
 from worker.store.connection import Connection, DatabaseUnreachable, connect
+from worker.store.deadline import CallDeadline, database_label
 from worker.store.events import listen_outbox, try_relay_leadership
 from worker.store.outbox_lag import outbox_lag
 from worker.store.schema import ENVIRONMENT_DATABASE_ERRORS
@@ -39,24 +42,31 @@ log = logging.getLogger(__name__)
 
 
 
-def relay_once(conn: Connection, client: redis.Redis, settings: Settings,
+def relay_once(conn: Connection, client: redis.Redis, settings: Settings, deadline: CallDeadline,
                faults: FaultInjector | None = None) -> int:
-    """Publish one batch of unpublished events; return how many were published (maybe 0)."""
-    with conn.transaction():
+    """Publish one batch of unpublished events; return how many were published (maybe 0).
+
+    Each database call (BEGIN and the take, the COMMIT) must answer within ``deadline``, else the
+    connection is given up and ``DatabaseUnreachable`` raised: nothing committed, the batch stays
+    unpublished for the next round (if its ``XADD`` went through, it is published again).
+    """
+    with deadline.watching(conn), conn.transaction():
         rows = repository.take_unpublished(conn, settings.relay_batch_size)
         if not rows:
             return 0
-        pipe = client.pipeline(transaction=False)
-        for _, event_id, payload in rows:
-            pipe.xadd(
-                settings.stream,
-                {"event_id": event_id, "type": "rating-changed.v1", "payload": repository.event_payloads_json(payload)},
-                maxlen=settings.stream_maxlen,
-                approximate=True,
-            )
-        pipe.execute()
-        if faults is not None:
-            faults.hit("relay_after_xadd")
+        with deadline.suspended():  # the XADDs: bounded by the Redis client's own socket timeout
+            pipe = client.pipeline(transaction=False)
+            for _, event_id, payload in rows:
+                pipe.xadd(
+                    settings.stream,
+                    {"event_id": event_id, "type": "rating-changed.v1",
+                     "payload": repository.event_payloads_json(payload)},
+                    maxlen=settings.stream_maxlen,
+                    approximate=True,
+                )
+            pipe.execute()
+            if faults is not None:
+                faults.hit("relay_after_xadd")
     return len(rows)
 
 
@@ -99,12 +109,16 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
               heartbeat: observability.Heartbeat | None = None) -> None:
     """Relay events until ``stop`` is set (forever if ``None``).
 
-    Transient PostgreSQL and Redis errors are retried with jittered backoff, reconnecting. Raises
-    :class:`worker.settings.SettingNotSet` when the events Redis URL is unset.
+    Transient PostgreSQL and Redis errors are retried with jittered backoff, reconnecting. A
+    PostgreSQL that stops answering (frozen: no error ever comes) is given up after
+    ``relay_database_deadline`` seconds of a call, and said so once per outage (:class:`CallDeadline`).
+    Raises :class:`worker.settings.SettingNotSet` when the events Redis URL is unset.
     """
     stop = stop or threading.Event()
     client = redis_client(required_url(settings.events_url, "RATINGS_EVENTS_REDIS_URL"))
     backoff = Backoff()
+    database = required_url(settings.session_database_url, "RATINGS_DATABASE_URL")
+    deadline = CallDeadline(settings.relay_database_deadline, database_label(database))
     freeze_long_lived("relay")  # its start-up objects out of the collector's full passes (worker.service.heap)
     while not stop.is_set():
         try:
@@ -115,7 +129,8 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
                 wait_max=5.0,
             ):
                 with attempt:
-                    _relay_loop(settings, client, stop, heartbeat or observability.Heartbeat(1e9), backoff)
+                    _relay_loop(settings, client, stop, heartbeat or observability.Heartbeat(1e9), backoff,
+                                deadline)
             return
         except ENVIRONMENT_DATABASE_ERRORS as exc:  # read-only, not migrated...: one line per wait
             stop.wait(backoff.next_delay(exc, "the relay retries"))
@@ -125,21 +140,25 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
 
 
 def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
-                heartbeat: observability.Heartbeat, backoff: Backoff) -> None:
+                heartbeat: observability.Heartbeat, backoff: Backoff, deadline: CallDeadline) -> None:
     # Session state (a session advisory lock for the leadership, LISTEN): a direct connection, not
-    # PgBouncer in transaction mode (RATINGS_DIRECT_DATABASE_URL).
+    # PgBouncer in transaction mode (RATINGS_DIRECT_DATABASE_URL). A frozen server accepts the TCP
+    # connection and never answers the startup: the connect timeout bounds that.
     url = required_url(settings.session_database_url, "RATINGS_DATABASE_URL")
-    with connect(url, autocommit=True) as conn, connect(url, autocommit=True) as listen_conn:
-        while not try_relay_leadership(conn):
+    timeout = settings.relay_database_deadline
+    with connect(url, autocommit=True, connect_timeout=timeout) as conn, \
+            connect(url, autocommit=True, connect_timeout=timeout) as listen_conn:
+        while not _leader(conn, deadline):
             heartbeat.beat()
             if stop.wait(settings.relay_idle_wait):  # standby: another relay is active
                 return
         log.info("this relay is the active one")
-        listen_outbox(listen_conn)
+        with deadline.watching(listen_conn):
+            listen_outbox(listen_conn)
         faults = FaultInjector(settings.fault_injection)
         while not stop.is_set():
             heartbeat.beat()
-            published = relay_once(conn, client, settings, faults)
+            published = relay_once(conn, client, settings, deadline, faults)
             backoff.reset()
             if published:
                 observability.EVENTS_PUBLISHED.inc(published)
@@ -147,3 +166,8 @@ def _relay_loop(settings: Settings, client: redis.Redis, stop: threading.Event,
             if published < settings.relay_batch_size:
                 for _ in listen_conn.notifies(timeout=settings.relay_idle_wait, stop_after=1):
                     pass
+
+
+def _leader(conn: Connection, deadline: CallDeadline) -> bool:
+    with deadline.watching(conn):
+        return try_relay_leadership(conn)

@@ -161,11 +161,25 @@ class QoS(kombu_redis.QoS):
                         "visibility-timeout sweep returns them", type(exc).__name__, exc)
             return None
 
+    _silent_since: float | None = None  # monotonic time the sweep first found the broker silent
+
     def restore_visible(self, start=0, num=10, interval=10):
-        self.channel.recover_inflight()
-        super().restore_visible(start, num, interval)
-        if (self._vrestore_count - 1) % (interval or 1) == 0:
-            self.channel.recover_orphans(time() - self.visibility_timeout)
+        try:
+            self.channel.recover_inflight()
+            super().restore_visible(start, num, interval)
+            if (self._vrestore_count - 1) % (interval or 1) == 0:
+                self.channel.recover_orphans(time() - self.visibility_timeout)
+        except self.channel.connection_errors as exc:
+            # kombu skips the sweep silently (debug); a broker that stopped answering (frozen,
+            # partitioned) must show in the log, once per outage
+            if self._silent_since is None:
+                self._silent_since = monotonic()
+                log.warning("broker not answering (%s: %s): sweeps and acknowledgements wait for it; "
+                            "unacknowledged messages stay in Redis", type(exc).__name__, exc)
+            raise
+        if self._silent_since is not None:
+            log.warning("broker answers again after %.1f s", monotonic() - self._silent_since)
+            self._silent_since = None
 
 
 class Channel(kombu_redis.Channel):

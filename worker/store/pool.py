@@ -26,7 +26,8 @@ def open_pool(settings: Settings) -> ConnectionPool:
     (PgBouncer refuses them) and no session settings: the store's rating transaction applies
     ``lock_timeout``, ``statement_timeout``, ``idle_in_transaction_session_timeout`` and the
     server's TCP keepalives with ``SET LOCAL`` (:func:`worker.store.rating.apply_batch`). TCP
-    keepalives on the client side come from :func:`keepalive_kwargs`.
+    keepalives on the client side come from :func:`keepalive_kwargs`, the bounds on a server that
+    stops answering from :func:`silent_server_kwargs`.
 
     Opened per process (after fork in Celery children), never at import. Raises ``RuntimeError``
     when ``RATINGS_DATABASE_URL`` is not set.
@@ -38,7 +39,7 @@ def open_pool(settings: Settings) -> ConnectionPool:
         min_size=1,
         max_size=settings.pool_max_size,
         kwargs={"autocommit": True, "prepare_threshold": 0 if settings.database_prepared_statements else None,
-                **keepalive_kwargs(settings)},
+                **keepalive_kwargs(settings), **silent_server_kwargs(settings)},
         open=True,
         name="ratings",
     )
@@ -54,6 +55,19 @@ def keepalive_kwargs(settings: Settings) -> dict[str, int]:
                         ("keepalives_count", settings.db_keepalives_count)):
         if value:
             out[name] = int(value)
+    return out
+
+
+def silent_server_kwargs(settings: Settings) -> dict[str, int]:
+    """libpq parameters that bound the wait on a database that stopped answering without closing
+    the connection: ``connect_timeout`` (seconds; a frozen server's kernel accepts the connection,
+    the startup never completes) and, when set, ``tcp_user_timeout`` (milliseconds of sent data
+    left unacknowledged: a vanished host or a cut network mid-query). Client-side, so PgBouncer is
+    no obstacle. A frozen server process on a live host acknowledges at the TCP level and is bounded
+    by the task time limit instead."""
+    out = {"connect_timeout": int(settings.db_connect_timeout)}
+    if settings.db_tcp_user_timeout_ms:
+        out["tcp_user_timeout"] = int(settings.db_tcp_user_timeout_ms)
     return out
 
 
