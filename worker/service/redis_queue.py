@@ -1,6 +1,15 @@
 """The Redis lists a kombu or Celery producer fills for a queue, and kombu's message envelope:
 what the worker's transport (:mod:`worker.service.transport`), ``ratings doctor``, the queue-depth
-metric and the autoscaling trigger need to know of a queue on Redis."""
+metric and the autoscaling trigger need to know of a queue on Redis.
+
+kombu's Redis transport puts a message with a priority in a list of its own: ``<queue><sep><step>``,
+where ``step`` is the largest of the producer's ``priority_steps`` (default ``[0, 3, 6, 9]``) not
+above the message's priority (0..9, clamped), ``sep`` is ``"\x06\x16"`` by default and ``":"`` in the
+configuration Celery's documentation recommends, and step 0 is the queue's own list. A worker that
+watched only the plain list stranded priorities 3 to 9 for ever: the transport takes from every list
+:func:`queue_keys` names, most urgent first (kombu's order on Redis: priority 0 first, 9 last), and
+puts a message back (a recovery, a requeue) on the plain list. An item that is not a kombu message
+envelope at all (someone ``LPUSH``-ed a bare match) is wrapped in one (:func:`envelope`)."""
 
 from __future__ import annotations
 

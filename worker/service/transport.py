@@ -22,12 +22,11 @@ at every instant:
 
 Fewer round trips: after a ``BLMOVE`` (or ``TAKE_FIRST``) moved one message, one Lua script
 (:data:`CLAIM_AND_TAKE_MORE`) does step 2 for it *and* pops up to the prefetch window's room more,
-recording each in ``unacked_index`` and ``unacked`` in the same atomic step (no in-flight list
-needed for those: nothing happens between their pop and their record). A backlog costs two round
-trips per up to 101 messages; a shallow queue (most polls find one message) two per message, not
-four: when that script finds every list empty, the next poll blocks (``BLMOVE``) at once instead
-of first looking again. A message that is not a kombu envelope, or a no-ack consumer, takes the
-two separate steps (``CLAIM`` in ``QoS.append``, then :data:`TAKE_MORE`).
+recording each in ``unacked_index`` and ``unacked`` in the same atomic step. A backlog costs two
+round trips per up to 101 messages; a shallow queue two per message, not four: when that script
+finds every list empty, the next poll blocks (``BLMOVE``) at once. A message that is not a kombu
+envelope, or a no-ack consumer, takes the two separate steps (``CLAIM`` in ``QoS.append``, then
+:data:`TAKE_MORE`).
 
 A short linger at a shallow queue (transport option ``poll_linger``, seconds; the worker sets it
 from ``RATINGS_POLL_LINGER``): when a poll took messages and left every list empty, the next poll
@@ -50,19 +49,12 @@ from the ``unacked`` hash. Limits: the server must be Redis >= 6.2 (``BLMOVE``);
 consuming from several queues at once falls back to kombu's ``BRPOP`` (which ``BLMOVE``,
 single-key, cannot replace) and logs that the window is open.
 
-Every list a producer can fill for a queue is consumed (:func:`queue_keys`). kombu's Redis transport
-puts a message with a priority in a list of its own: ``<queue><sep><step>``, where ``step`` is the
-largest of the producer's ``priority_steps`` (default ``[0, 3, 6, 9]``) not above the message's
-priority (0..9, clamped), ``sep`` is ``"\x06\x16"`` by default and ``":"`` in the configuration
-Celery's documentation recommends, and step 0 is the queue's own list. A worker that watched only
-the plain list stranded priorities 3 to 9 for ever. So each poll first takes, in one atomic script
-(:data:`TAKE_FIRST`), the oldest message of the most urgent non-empty list (kombu's order on Redis:
-priority 0 first, 9 last) into the in-flight list; only when every list is empty does it block
-(``BLMOVE``, at most ``brpop_timeout`` seconds, 1 s by default) on the plain list, so a message in
-another list waits at most that long on an idle worker. A message put back by a recovery or a
-requeue goes to the plain list. An item that is not a kombu message envelope at all (someone
-``LPUSH``-ed a bare match) is delivered wrapped in one (:func:`envelope`), so the consumer turns it
-into a dead letter with its exact bytes, instead of failing on it for ever.
+Every list a producer can fill for a queue is consumed (:func:`queue_keys`: the priority lists
+too, see :mod:`worker.service.redis_queue`): each poll first takes, in one atomic script
+(:data:`TAKE_FIRST`), the oldest message of the most urgent non-empty list into the in-flight list;
+only when every list is empty does it block (``BLMOVE``, at most ``brpop_timeout`` seconds, 1 s by
+default) on the plain list. An item that is not a kombu message envelope (:func:`envelope`) is
+delivered wrapped in one, so the consumer turns it into a dead letter with its exact bytes.
 """
 
 from __future__ import annotations
@@ -540,13 +532,10 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
     """:class:`Channel` on a primary found through Redis Sentinel (kombu's ``SentinelChannel``
     gives the connection pool, this module everything else).
 
-    The pop guarantees are the same as on one server: every step is atomic on the primary it runs
-    on, and a message is in Redis at every instant. What a failover adds is Redis replication's, not
-    this transport's: the primary acknowledges a write before its replicas have it, so a promoted
-    replica misses the primary's last writes (a message pushed, a move into an in-flight list, an
-    ``unacked`` record or an acknowledgement). A lost push is a lost message (the producer's
-    ``wait_replicas`` narrows that window); a lost move, record or ack is a redelivery, which the
-    ledger turns into a counted duplicate.
+    The pop guarantees are the same as on one server. What a failover adds is Redis replication's:
+    a promoted replica misses the primary's last writes (a push, a move into an in-flight list, an
+    ``unacked`` record, an ack). A lost push is a lost message (the producer's ``wait_replicas``
+    narrows that window); a lost move, record or ack is a redelivery, a counted duplicate.
     """
 
     # kombu types the option tuple by its exact length; one name more is still a tuple of names
