@@ -66,10 +66,10 @@ class Settings(BaseSettings):
     )
     redis_socket_timeout: float = Field(
         default=5.0, gt=1.0, le=300.0,
-        description="Seconds the workers' broker connections (and `ratings doctor`'s Redis checks) wait "
-        "for a reply or a connection before they give the connection up and reconnect (through a "
-        "Sentinel URL: to the primary the Sentinels name now); the relay's clients keep redis-py's "
-        "default, 5 s. A Redis "
+        description="Seconds the workers' broker connections and the relay's event-stream client wait "
+        "for a reply or a connection (`ratings doctor`'s Redis checks: for a reply) before they give "
+        "the connection up and reconnect (through a Sentinel URL: to the primary the Sentinels name "
+        "now). A Redis "
         "that freezes (paused VM, partition, SIGSTOP) keeps its sockets open and never answers: only "
         "this deadline notices it. Above the workers' 1 s blocking poll (BLMOVE/BRPOP with a 1 s "
         "server-side timeout), which must return before it.",

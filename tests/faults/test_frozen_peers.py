@@ -53,8 +53,8 @@ SENTINEL_MATCHES, SENTINEL_RATE, FREEZE_AT = 300, 40, 100
 SENTINEL_BOUND = 60.0
 """Seconds after the freeze by which every acknowledged publish must be applied, the old primary
 still frozen: the failover (Sentinel's ``down-after-milliseconds``, 1 s, plus its election, about
-3 s), the workers noticing their silent broker connection (``RATINGS_BROKER_SOCKET_TIMEOUT``, 5 s,
-for a command; ``brpop_timeout`` + 2 x ``RATINGS_BROKER_HEALTH_CHECK_INTERVAL``, 11 s, for a
+3 s), the workers noticing their silent broker connection (``RATINGS_REDIS_SOCKET_TIMEOUT``, 5 s,
+for a command; ``brpop_timeout`` + 2 x ``RATINGS_REDIS_HEALTH_CHECK_INTERVAL``, 11 s, for a
 waiting poll), the visibility timeout (10 s) for what they held unacknowledged, and the drain."""
 
 
@@ -247,6 +247,11 @@ POSTGRES_FROZEN_SECONDS = 20.0
 7 s), so the workers' children are seen giving up their transactions."""
 
 
+DOCTOR_BOUND = 10.0
+"""Seconds within which ``ratings doctor`` reports a frozen database unreachable: its 5 s connect
+timeout, and the checks that do not wait on the database."""
+
+
 def test_postgresql_frozen_mid_stream_workers_and_relay_wait_say_so_and_resume(cluster_factory):
     """The scenario's own PostgreSQL (postmaster and every backend) SIGSTOPped for
     :data:`POSTGRES_FROZEN_SECONDS` s while 300 matches are in flight: ``ratings doctor`` reports
@@ -272,6 +277,7 @@ def test_postgresql_frozen_mid_stream_workers_and_relay_wait_say_so_and_resume(c
     cluster.figures.update(doctor_database=findings["database reachable"].detail,
                            doctor_seconds=round(doctor_seconds, 1), workers_saying_time_limit=told)
     assert not findings["database reachable"].ok
+    assert doctor_seconds < DOCTOR_BOUND, f"doctor took {doctor_seconds:.1f} s to say the database is unreachable"
     assert any(told), "no worker said it gave a batch up"
     resumed_at = time.monotonic()
     cluster.wait_drained(timeout=120)
@@ -285,6 +291,10 @@ RELAY_DATABASE_DEADLINE = 5.0
 """``RATINGS_RELAY_DATABASE_DEADLINE`` of the relay scenario (seconds): the bound within which the
 relay gives up a database call PostgreSQL does not answer and says so; well inside
 :data:`POSTGRES_FROZEN_SECONDS`, so the relay is seen noticing, backing off and waiting."""
+
+RELAY_NOTICED_BOUND = RELAY_DATABASE_DEADLINE + 4.0
+"""Seconds from the freeze within which the relay's WARNING is in its log: its deadline, the idle
+wait before its next call (1 s) and the log's flush, well before the thaw."""
 
 RELAY_SILENT = r"the database \S+ at \S+ did not answer the relay within 5.0 s"
 RELAY_BACK = r"the database \S+ at \S+ answers the relay again"
@@ -306,12 +316,18 @@ def test_postgresql_frozen_relay_gives_up_its_call_says_so_once_and_resumes(clus
     pids = cluster.own.freeze_postgres()
     try:
         frozen_at = time.monotonic()
-        time.sleep(POSTGRES_FROZEN_SECONDS)
+        # the relay's next call starts within its idle wait (1 s): said within the deadline after it
+        while cluster.log_count(RELAY_SILENT, "relay") == 0 and time.monotonic() < frozen_at + RELAY_NOTICED_BOUND:
+            time.sleep(0.2)
+        noticed_seconds = time.monotonic() - frozen_at
+        time.sleep(max(0.0, frozen_at + POSTGRES_FROZEN_SECONDS - time.monotonic()))
         told = cluster.log_count(RELAY_SILENT, "relay")
         told_back_while_frozen = cluster.log_count(RELAY_BACK, "relay")
     finally:
         cluster.own.thaw_postgres(pids)
-    cluster.figures.update(relay_warnings=told, frozen_seconds=round(time.monotonic() - frozen_at, 1))
+    cluster.figures.update(relay_warnings=told, frozen_seconds=round(time.monotonic() - frozen_at, 1),
+                           relay_noticed_seconds=round(noticed_seconds, 1))
+    assert noticed_seconds < RELAY_NOTICED_BOUND, f"the relay said nothing within {RELAY_NOTICED_BOUND} s"
     assert told == 1, f"the relay said {told} times (not once) that the database did not answer"
     assert told_back_while_frozen == 0
     cluster.wait_drained(timeout=120)
@@ -353,6 +369,7 @@ def test_pgbouncer_frozen_mid_stream_workers_wait_say_so_and_resume(cluster_fact
         cluster.figures.update(doctor_database=findings["database reachable"].detail,
                                doctor_seconds=round(doctor_seconds, 1), workers_saying_time_limit=told)
         assert not findings["database reachable"].ok
+        assert doctor_seconds < DOCTOR_BOUND, f"doctor took {doctor_seconds:.1f} s to say the database is unreachable"
         assert any(told), "no worker said it gave a batch up"
         resumed_at = time.monotonic()
         cluster.wait_drained(timeout=120)

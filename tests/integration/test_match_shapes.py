@@ -13,7 +13,7 @@ EIGHT = [f"p{n}" for n in range(1, 9)]
 
 
 def test_a_one_against_eight_match_on_the_sedma_ladder_is_a_dead_letter_and_rates_nobody(clean, publisher):
-    """The quoted case: a 1 v 8 match published to the shipped ``sedma`` ladder (a 1v1 and 2v2
+    """A 1 v 8 match published to the shipped ``sedma`` ladder (a 1v1 and 2v2
     card game) was applied, the lone player gaining 20 and each of the eight losing 20. It is now a
     dead letter naming the shape seen and the shapes allowed; a 2v1 and a three-sided free-for-all
     are refused too, while a 1v1 and a 2v2 of the same ladder are rated."""

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_an_annulment_whose_reason_postgresql_cannot_store_is_an_invalid_text_dead_letter(clean, publisher):
-    """The quoted case: an annulment whose ``reason`` held U+0000 became an ``internal_error`` dead
+    """An annulment whose ``reason`` held U+0000 became an ``internal_error`` dead
     letter ("invalid byte sequence for encoding UTF8: 0x00"). Sent as JSON text (``\\u0000`` and
     ``\\ud800`` escaped, as any JSON encoder writes them), each is an ``invalid_text`` dead letter
     with its raw body, and the match stays rated."""

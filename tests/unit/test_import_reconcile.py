@@ -288,3 +288,15 @@ def test_a_row_whose_date_is_edited_is_another_match(tmp_path):
     assert (change.kind, change.replaces) == ("added", None)
     assert change.match.finished_at == datetime(2026, 3, 2, 0, 0, 1, tzinfo=UTC)
     assert again.unchanged == 1
+
+
+def test_rows_below_a_refused_date_are_refused_too_not_dated_by_the_row_above(tmp_path):
+    """Row 3's date is refused: the undated row 4 below it belonged to that date, so it is refused
+    (no_date, naming row 3) instead of being rated on row 2's date as another match."""
+    path = tmp_path / "dated.csv"
+    path.write_text("Date,Player A,Player B,Result\n2026-03-01,ana,bea,A\n2026-13-45,cai,dan,B\n,ana,cai,E\n"
+                    "2026-03-03,bea,dan,E\n", encoding="utf-8")
+    log = read_log(path)
+    assert [(e.row, e.reason_code) for e in log.errors] == [(3, "invalid_date"), (4, "no_date")]
+    assert "row 3" in log.errors[1].detail
+    assert [(r.row, r.day) for r in log.rows] == [(2, date(2026, 3, 1)), (5, date(2026, 3, 3))]

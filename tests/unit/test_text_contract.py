@@ -115,7 +115,7 @@ def test_text_postgresql_cannot_store_is_refused_in_every_field_by_contract_and_
 
 
 def test_an_annulment_whose_reason_holds_nul_is_refused_before_it_is_published():
-    """The quoted case: ``publish_annulment`` validated a reason holding U+0000 and published it,
+    """``publish_annulment`` validated a reason holding U+0000 and published it,
     and the worker's INSERT failed ("invalid byte sequence for encoding UTF8: 0x00"). It is refused
     with ``invalid_text`` before the broker is touched (no app is needed to see it)."""
     with pytest.raises(InvalidMessage) as caught:

@@ -66,6 +66,7 @@ def _annul(plan: Reconciliation, log_name: str, annul_removed: bool) -> int:
     ladders = ladder_policies()
     removed = {s.match_id for s in plan.removed}
     annulled = 0
+    done: list[str] = []
     with open_database(autocommit=True) as conn:
         for reason, ids in groups.items():
             if not ids:
@@ -73,9 +74,13 @@ def _annul(plan: Reconciliation, log_name: str, annul_removed: bool) -> int:
             try:
                 result = annul_matches(conn, [i for i in ids if i], reason, who_asks(None), ladders)
             except AnnulmentRefused as exc:
-                err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}; nothing published "
+                # each group commits on its own: say what is annulled already (the next import
+                # publishes those rows again, in their place)
+                already = f"; annulled already: {', '.join(done)}" if done else ""
+                err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}; nothing published{already} "
                           "(import again once it can run)")
                 raise typer.Exit(EXIT_REFUSED_FILE) from exc
+            done += result.annulled
             annulled += sum(1 for m in result.annulled if m in removed)
     return annulled
 

@@ -85,17 +85,27 @@ def _id_tuple(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-XAUTOCLAIM_RAW = ("return redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], "
-                  "'COUNT', ARGV[5], 'JUSTID')")
-"""``XAUTOCLAIM key group consumer min-idle-time start COUNT count JUSTID``, its reply as the server
-gives it: [next cursor, claimed ids, deleted ids (Redis >= 7.0)]."""
+def raw_reply(client: redis.Redis, *args: Any) -> Any:
+    """Send one command on a connection of ``client``'s pool and return its reply as the server gives
+    it, without redis-py's reply parser (which, for ``XAUTOCLAIM ... JUSTID``, drops the next cursor
+    and parses the ids as entries). The connection is dropped on any error, as redis-py does."""
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_command(*args)
+        return conn.read_response()
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
 
 
 def check_block_below_socket_timeout(client: redis.Redis, block_ms: int) -> None:
     """Raise ``ValueError`` when a blocking read of ``block_ms`` milliseconds would reach the
-    client's ``socket_timeout`` (seconds; redis-py's default is 5 s): an idle stream would then look
-    like a dead server (``TimeoutError`` at every poll). The socket timeout is what notices a Redis
-    that froze (no reset, no answer): keep it, and keep the block time below it."""
+    client's ``socket_timeout`` (seconds; redis-py's default is 5 s from 8.0, none before): an idle
+    stream would then look like a dead server (``TimeoutError`` at every poll). The socket timeout is
+    what notices a Redis that froze (no reset, no answer): keep it, and keep the block time below it."""
     timeout = client.connection_pool.connection_kwargs.get("socket_timeout")
     if timeout is not None and block_ms / 1000 >= timeout:
         raise ValueError(f"block_ms={block_ms} reaches the Redis client's socket_timeout ({timeout:g} s): "
@@ -146,7 +156,7 @@ class RatingEventConsumer:
         entries were read (0: nothing to do after waiting up to ``block_ms`` milliseconds for new entries).
 
         Raises redis errors (connection; a Redis that froze: ``redis.TimeoutError`` after the
-        client's ``socket_timeout``, so keep one: redis-py's default is 5 s) and backfill errors;
+        client's ``socket_timeout``, so keep one: redis-py's default is 5 s from 8.0, none before) and backfill errors;
         ``ValueError`` when ``block_ms`` reaches the socket timeout. A handler's exception is caught,
         counted in :attr:`report` and the entry stays pending.
         """
@@ -211,11 +221,10 @@ class RatingEventConsumer:
     def _autoclaim(self, count: int) -> tuple[list[str], list[str]]:
         """XAUTOCLAIM entries idle ``claim_idle_ms`` (JUSTID: claimed ids, then read as own pending);
         returns (claimed ids, ids of deleted entries dropped by the server, Redis >= 7.0)."""
-        # Through EVAL, which has no reply parser: redis-py parses an XAUTOCLAIM reply as entries
-        # even with JUSTID, which breaks on a client without decode_responses (TypeError) and
-        # garbles the ids with one.
-        reply = self.client.execute_command("EVAL", XAUTOCLAIM_RAW, 1, self.stream, self.group, self.consumer,
-                                            self.claim_idle_ms, self._claim_cursor, count)
+        # The server's reply as it is: [next cursor, claimed ids, deleted ids (Redis >= 7.0)]. Not
+        # through EVAL: a least-privilege consumer may run XAUTOCLAIM on the stream, not scripts on it.
+        reply = raw_reply(self.client, "XAUTOCLAIM", self.stream, self.group, self.consumer, self.claim_idle_ms,
+                          self._claim_cursor, "COUNT", count, "JUSTID")
         self._claim_cursor = _text(reply[0])
         claimed = [_text(i) for i in reply[1]]
         deleted = [_text(i) for i in reply[2]] if len(reply) > 2 else []

@@ -137,7 +137,7 @@ def _broker_findings(settings: Settings, max_queue_depth: int | None) -> list[Fi
     if not settings.broker_url:
         return [Finding("broker reachable", False, "RATINGS_BROKER_URL is not set")]
     try:
-        client = redis_client(settings.broker_url, socket_connect_timeout=5,
+        client = redis_client(settings.broker_url, socket_connect_timeout=settings.redis_socket_timeout,
                               socket_timeout=settings.redis_socket_timeout)
         queued, reserved = queue_depth(client, settings.queue)
         durability = broker_durability(client)
@@ -183,7 +183,8 @@ def _consumer_group_findings(settings: Settings) -> list[Finding]:
                         "RATINGS_EVENTS_REDIS_URL is not set (required when the broker is RabbitMQ)")]
     findings: list[Finding] = []
     try:
-        client = redis_client(events_url, socket_connect_timeout=5, socket_timeout=settings.redis_socket_timeout)
+        client = redis_client(events_url, socket_connect_timeout=settings.redis_socket_timeout,
+                              socket_timeout=settings.redis_socket_timeout)
         groups = consumer_lag(client, settings.stream)
     except redis.RedisError as exc:
         setting = "RATINGS_EVENTS_REDIS_URL" if settings.events_redis_url else "RATINGS_BROKER_URL"

@@ -206,6 +206,13 @@ def _column_index(header: list[str], columns: Columns, path: Path) -> dict[str, 
     return index
 
 
+def _no_date_detail(refused_date_row: int | None) -> str:
+    """Why a row has no date: none above it, or the date above it was refused (at that row)."""
+    if refused_date_row is None:
+        return "no date on this row or above it; pass --date YYYY-MM-DD"
+    return f"the date above this row (row {refused_date_row}) was refused; fix it or date this row"
+
+
 def read_log(path: Path, columns: Columns = Columns(), default_date: date | None = None, sheet: str | None = None,
              encoding: str = "utf-8-sig") -> LogFile:
     """Read and check every row of the log (:func:`read_rows`); nothing is published here.
@@ -220,6 +227,7 @@ def read_log(path: Path, columns: Columns = Columns(), default_date: date | None
     rows: list[LogRow] = []
     errors: list[RowError] = []
     current_date = default_date
+    refused_date_row: int | None = None
     for number, cells in data:
         def cell(name: str, cells: list[Any] = cells) -> Any:
             i = index[name]
@@ -232,6 +240,8 @@ def read_log(path: Path, columns: Columns = Columns(), default_date: date | None
             current_date = _date(cell("date")) or current_date
         except ValueError as exc:
             errors.append(RowError(number, "invalid_date", str(exc), raw))
+            # the undated rows below belong to the refused date, not to the one above it
+            current_date, refused_date_row = None, number
             continue
         players = (a, b) if a.encode() <= b.encode() else (b, a)
         held: dict[str, Any] = {"day": current_date, "players": players} if a and b and current_date else {}
@@ -241,7 +251,7 @@ def read_log(path: Path, columns: Columns = Columns(), default_date: date | None
             errors.append(RowError(number, "invalid_result", f"result {_text(cell('result'))!r} is not A (A won), "
                                    "B (B won) or E (empate, a draw)", raw, **held))
         elif current_date is None:
-            errors.append(RowError(number, "no_date", "no date on this row or above it; pass --date YYYY-MM-DD", raw))
+            errors.append(RowError(number, "no_date", _no_date_detail(refused_date_row), raw))
         else:
             row = LogRow(number, current_date, a, b, result)
             try:  # the contract's own checks (a player against themself, an id too long, a date out of range)

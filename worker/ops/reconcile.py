@@ -352,7 +352,8 @@ def describe(row: LogRow) -> str:
 
 
 def describe_stored(stored: StoredLogMatch) -> str:
-    """The same description of a stored match (``?`` for a shape the import never writes)."""
+    """The same description of a stored match (its match id for a shape the import never writes;
+    ``?`` for an outcome it does not know)."""
     identity = _stored_identity(stored)
     if identity is None:
         return stored.match_id

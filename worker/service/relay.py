@@ -115,7 +115,11 @@ def run_relay(settings: Settings, stop: threading.Event | None = None,
     Raises :class:`worker.settings.SettingNotSet` when the events Redis URL is unset.
     """
     stop = stop or threading.Event()
-    client = redis_client(required_url(settings.events_url, "RATINGS_EVENTS_REDIS_URL"))
+    # explicit: redis-py before 8.0 has no socket timeout by default, and a frozen Redis then holds
+    # the relay's XADD for ever (the database deadline is suspended around it)
+    client = redis_client(required_url(settings.events_url, "RATINGS_EVENTS_REDIS_URL"),
+                          socket_connect_timeout=settings.redis_socket_timeout,
+                          socket_timeout=settings.redis_socket_timeout)
     backoff = Backoff()
     database = required_url(settings.session_database_url, "RATINGS_DATABASE_URL")
     deadline = CallDeadline(settings.relay_database_deadline, database_label(database))

@@ -56,7 +56,11 @@ class CallDeadline:
         self.silent = False
         """True from an expiry until a watched call ends in time again (the outage, as seen here)."""
         self._cond = threading.Condition()
-        self._fd: int | None = None
+        self._sock: socket.socket | None = None
+        """A duplicate of the watched connection's socket, held from :meth:`watching`'s start to
+        its end: the watchdog shuts this one down, so it never touches a descriptor number that
+        libpq closed and another connection of the process reused meanwhile."""
+        self._armed = False
         self._expires_at = 0.0
         self._expired = False
         self._thread: threading.Thread | None = None
@@ -66,38 +70,42 @@ class CallDeadline:
         """Watch the calls made on ``conn`` inside the block, each against ``seconds`` from the
         block's start (or from the end of the last :meth:`suspended`). Re-raises what the block
         raises: a call given up raises ``psycopg.OperationalError``."""
-        fd = conn.pgconn.socket  # read here, by the thread that owns the connection
-        self._arm(fd)
+        # duplicated here, by the thread that owns the connection; shutdown(2) on the duplicate acts
+        # on the socket both descriptors name
+        sock = socket.socket(fileno=os.dup(conn.pgconn.socket))
+        with self._cond:
+            self._sock = sock
+        self._arm()
         try:
             yield self
         finally:
             self._disarm()
+            with self._cond:
+                self._sock = None
+            sock.close()
         self._answered()
 
     @contextmanager
     def suspended(self) -> Iterator[None]:
         """Inside :meth:`watching`: no deadline for the block; the next call gets a fresh one."""
-        fd = self._fd
         self._disarm()
         try:
             yield
         finally:
-            if fd is not None:
-                self._arm(fd)
+            self._arm()
 
-    def _arm(self, fd: int) -> None:
+    def _arm(self) -> None:
         with self._cond:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._watch, name="database-deadline", daemon=True)
                 self._thread.start()
-            self._fd, self._expires_at, self._expired = fd, time.monotonic() + self.seconds, False
+            self._armed, self._expires_at, self._expired = True, time.monotonic() + self.seconds, False
             self._cond.notify()
 
     def _disarm(self) -> None:
-        # Under the lock: once this returns the watchdog no longer touches the descriptor, which
-        # the caller may then close.
+        # Under the lock: once this returns the watchdog no longer gives the call up.
         with self._cond:
-            self._fd = None
+            self._armed = False
 
     def _answered(self) -> None:
         with self._cond:
@@ -110,23 +118,22 @@ class CallDeadline:
     def _watch(self) -> None:
         with self._cond:
             while True:
-                if self._fd is None:
+                if not self._armed or self._sock is None:
                     self._cond.wait()
                     continue
                 remaining = self._expires_at - time.monotonic()
                 if remaining > 0:
                     self._cond.wait(remaining)
                     continue
-                self._give_up(self._fd)
-                self._fd, self._expired = None, True
+                self._give_up(self._sock)
+                self._armed, self._expired = False, True
 
-    def _give_up(self, fd: int) -> None:
+    def _give_up(self, sock: socket.socket) -> None:
         level = logging.DEBUG if self.silent else logging.WARNING
         self.silent = True
         log.log(level, "the database %s did not answer %s within %s s (frozen or cut off?); "
                 "giving the connection up and reconnecting with backoff", self.database, self.who, self.seconds)
         try:
-            with socket.socket(fileno=os.dup(fd)) as sock:  # a duplicate: the original stays libpq's
-                sock.shutdown(socket.SHUT_RDWR)
-        except OSError as exc:  # already closed by the peer or not a socket any more
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError as exc:  # already closed by the peer
             log.debug("shutting the database socket down failed: %s", exc)
