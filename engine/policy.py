@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
+from typing import Protocol
 
 from engine.k_factor import BandedK, ConstantK, KFactor
+from engine.model import FreeForAll, Match, PlayerState, RatingChange
 from engine.sedma import SedmaAdjustment
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
@@ -184,3 +186,29 @@ class RatingPolicy:
             and self.uneven_sides
             and isinstance(self.k_factor, (ConstantK, BandedK))
         )
+
+
+class UncertaintyPolicy(Protocol):
+    """A rating model with uncertainty (Glicko-2, Weng-Lin) as a ladder's policy.
+
+    ``model`` names the model as the policy files do (e.g. ``"glicko2"``, ``"plackett_luce"``);
+    ``version`` is the content hash of the configuration it was read from. :func:`engine.rating.rate`
+    hands a match to :meth:`rate` with the :class:`engine.model.PlayerState` of every player it has
+    (a player absent from ``states`` starts from :meth:`initial_state`); each returned
+    :class:`engine.model.RatingChange` carries the deviation (and volatility) before and after.
+    """
+
+    model: str
+    version: str
+
+    def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
+        """Rating changes of every player of ``match``, side by side, in match order."""
+        ...
+
+    def initial_state(self, player_id: str) -> PlayerState:
+        """The state ``player_id`` starts from before its first match."""
+        ...
+
+
+AnyPolicy = RatingPolicy | UncertaintyPolicy
+"""Any ladder policy: an Elo-family :class:`RatingPolicy` or a model with uncertainty."""
