@@ -7,6 +7,7 @@ import math
 import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 import orjson
 import pydantic
@@ -137,3 +138,47 @@ def test_a_value_orjson_cannot_write_as_its_json_type_raises_rather_than_becomin
              "out_of_order": False, "occurred_at": "2026-05-01T18:30:05+00:00"}
     with pytest.raises(TypeError):
         rating_changed_json([event])
+
+
+def _schema_validator(schema: dict) -> object:
+    import jsonschema  # the test extra's independent validator, as in test_contract_differential
+
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+ELO_ONLY_SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "rating_changed.v1.elo-only.json").read_text())
+CURRENT_SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "json" / "rating_changed.v1.json").read_text())
+
+
+def _one_event(change: RatingChange) -> dict:
+    [text] = match_events_json([{"event_id": EVENT_ID, "match_id": "m-1", "ladder": "l", "change": change,
+                                 "sequence": 1, "games_played": 1, "out_of_order": False}],
+                               datetime(2026, 5, 1, tzinfo=UTC))
+    return json.loads(text)
+
+
+def test_an_elo_event_stays_valid_for_a_consumer_built_on_the_schema_before_deviations():
+    """An Elo change's event has no deviation or volatility key at all, so the schema committed
+    before they existed (``additionalProperties: false``) still accepts it, as does today's."""
+    event = _one_event(RatingChange("ann", 1350.0, 1358.9, 0.7, 1.0, 30.0, "win"))
+    assert not {"deviation_before", "deviation_after", "volatility_before", "volatility_after"} & event.keys()
+    assert _schema_validator(ELO_ONLY_SCHEMA).is_valid(event)  # type: ignore[attr-defined]
+    assert _schema_validator(CURRENT_SCHEMA).is_valid(event)  # type: ignore[attr-defined]
+
+
+def test_a_glicko2_event_carries_the_deviation_and_volatility_before_and_after():
+    """A change with a deviation carries the four fields with the change's values; today's schema
+    accepts the event and the schema before them refuses it (an additive change consumers opt into)."""
+    change = RatingChange("ann", 1500.0, 1563.2, 0.5, 1.0, 126.4, "win", 0.0, False, 200.0, 175.2, 0.06, 0.059999)
+    event = _one_event(change)
+    assert (event["deviation_before"], event["deviation_after"]) == (200.0, 175.2)
+    assert (event["volatility_before"], event["volatility_after"]) == (0.06, 0.059999)
+    assert _schema_validator(CURRENT_SCHEMA).is_valid(event)  # type: ignore[attr-defined]
+    assert not _schema_validator(ELO_ONLY_SCHEMA).is_valid(event)  # type: ignore[attr-defined]
+
+
+def test_a_negative_deviation_breaks_the_contract():
+    """A deviation is at least 0: a change saying otherwise is refused before it reaches the outbox."""
+    change = RatingChange("ann", 1500.0, 1510.0, 0.5, 1.0, 20.0, "win", 0.0, False, 200.0, -1.0, None, None)
+    with pytest.raises(pydantic.ValidationError):
+        _one_event(change)

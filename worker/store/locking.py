@@ -30,7 +30,9 @@ Key = tuple[str, str]
 class PlayerRow(NamedTuple):
     """A locked ``players`` row as the rating transaction reads it (the columns of :data:`_ROWS`,
     in order): rating and peak in rating points, counts, the season of the last match, the events
-    not caused by a match (``rebuild_events``), the last finished_at and the last order key."""
+    not caused by a match (``rebuild_events``), the last finished_at and the last order key, then
+    the state of a model with uncertainty (``deviation`` in rating points, ``volatility``,
+    ``last_played`` in seconds since the epoch; NULL under Elo)."""
 
     ladder: str
     player_id: str
@@ -45,6 +47,9 @@ class PlayerRow(NamedTuple):
     losses: int
     last_order_at: datetime | None
     last_order_match: str | None
+    deviation: float | None
+    volatility: float | None
+    last_played: float | None
 
     @property
     def key(self) -> Key:
@@ -54,7 +59,8 @@ class PlayerRow(NamedTuple):
 
 _ROWS = """
     SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
-           p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match
+           p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match,
+           p.deviation, p.volatility, p.last_played
       FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid"""
 _ORDER_AND_LOCK = """
      ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
