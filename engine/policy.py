@@ -198,8 +198,16 @@ class UncertaintyPolicy(Protocol):
     :class:`engine.model.RatingChange` carries the deviation (and volatility) before and after.
     """
 
-    model: str
-    version: str
+    # read-only, so that frozen dataclasses (the model policies) implement the protocol
+    @property
+    def model(self) -> str:
+        """The model's name as the policy files write it."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """Content hash of the configuration the policy was read from."""
+        ...
 
     def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
         """Rating changes of every player of ``match``, side by side, in match order."""

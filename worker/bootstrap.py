@@ -41,7 +41,7 @@ from worker.store.ladders import LadderPolicy
 if TYPE_CHECKING:
     from celery import Celery
 
-    from engine import RatingPolicy
+    from engine.policy import AnyPolicy
     from worker.policy.config import LoadedPolicy
     from worker.service.rating_service import RatingService
 
@@ -59,8 +59,8 @@ def ladder_files(settings: Settings) -> dict[str, LoadedPolicy]:
     return load_ladder_files(settings.ladders_file)
 
 
-def engine_policies(settings: Settings) -> dict[str, RatingPolicy]:
-    """Ladder name to :class:`engine.RatingPolicy` (``version`` set) from ``settings.ladders_file``;
+def engine_policies(settings: Settings) -> dict[str, AnyPolicy]:
+    """Ladder name to :class:`engine.AnyPolicy` (``version`` set) from ``settings.ladders_file``;
     raises as :func:`ladder_files`."""
     return {name: loaded.policy for name, loaded in ladder_files(settings).items()}
 
@@ -145,7 +145,7 @@ class Relay:
     the metrics' rating figures)."""
 
     settings: Settings
-    policies: dict[str, RatingPolicy]
+    policies: dict[str, AnyPolicy]
 
     def run(self, stop: threading.Event | None = None) -> None:
         """Serve /metrics, /healthz and /readyz, then relay events until ``stop`` is set (forever if

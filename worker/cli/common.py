@@ -11,7 +11,7 @@ from rich.console import Console
 from worker.settings import get_settings, required_url
 
 if TYPE_CHECKING:
-    from engine.policy import RatingPolicy
+    from engine.policy import AnyPolicy
 
 console = Console()
 err = Console(stderr=True)
@@ -141,7 +141,7 @@ def cli_producer_app():
                         wait_timeout_ms=settings.publish_wait_timeout_ms, ca_file=settings.broker_ca_file)
 
 
-def configured_policies() -> dict[str, RatingPolicy]:
+def configured_policies() -> dict[str, AnyPolicy]:
     """Ladder name to engine policy from the ladders file (:func:`worker.bootstrap.engine_policies`);
     exit 2 naming file, line and key if broken."""
     from worker import bootstrap

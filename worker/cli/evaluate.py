@@ -15,6 +15,8 @@ from worker.settings import get_settings
 from worker.store.connection import snapshot
 
 if TYPE_CHECKING:
+    from engine import RatingPolicy
+    from engine.policy import AnyPolicy
     from worker.ops.evaluate import EvaluationReport, LabelledPolicy, SkippedLines
 
 
@@ -140,7 +142,7 @@ def _chosen_policies(paths: list[Path] | None, history_ladder: str) -> list[Labe
             err.print(f"[red]ladder {history_ladder!r} is not configured[/red] (configured: "
                       f"{', '.join(sorted(configured))}); pass --policy FILE or --ladder L")
             raise typer.Exit(2)
-        return [ev.LabelledPolicy(history_ladder, configured[history_ladder],
+        return [ev.LabelledPolicy(history_ladder, _elo_only(configured[history_ladder], history_ladder),
                                   f"ladder {history_ladder} ({get_settings().ladders_file})")]
     labels: Counter[str] = Counter()
     for path in paths:
@@ -151,8 +153,17 @@ def _chosen_policies(paths: list[Path] | None, history_ladder: str) -> list[Labe
             raise typer.Exit(2) from exc
         labels[path.stem] += 1
         label = path.stem if labels[path.stem] == 1 else f"{path.stem} #{labels[path.stem]}"
-        policies.append(ev.LabelledPolicy(label, loaded, str(path)))
+        policies.append(ev.LabelledPolicy(label, _elo_only(loaded, str(path)), str(path)))
     return policies
+
+
+def _elo_only(policy: AnyPolicy, where: str) -> RatingPolicy:
+    """``policy`` when it is an Elo policy, else exit 2 saying so (evaluate scores Elo policies)."""
+    from engine import RatingPolicy
+    if not isinstance(policy, RatingPolicy):
+        err.print(f"[red]{where}[/red]: evaluate scores Elo policies; this one is model {policy.model!r}")
+        raise typer.Exit(2)
+    return policy
 
 
 def _replay(history, total: int, source: str, policies: list[LabelledPolicy], *, quiet: bool, skip_first: int,

@@ -121,7 +121,7 @@ def show(
 def _resolve(spec: str):
     """A policy file path, ``ladder:NAME`` for a configured ladder's active policy, or
     ``version:HASH`` for a policy recorded in the database (``policies`` table)."""
-    from worker.policy.config import LoadedPolicy, PolicyConfig, PolicyConfigError, load_policy
+    from worker.policy.config import LoadedPolicy, PolicyConfigError, config_of, load_policy
 
     if spec.startswith("version:"):
         from worker import bootstrap
@@ -137,7 +137,7 @@ def _resolve(spec: str):
         if content is None:
             err.print(f"no policy with version {version!r} in the policies table")
             raise typer.Exit(2)
-        config = PolicyConfig.model_validate(content)
+        config = config_of(content)
         return LoadedPolicy(config.build(), config, Path(spec))
 
     if spec.startswith("ladder:"):
@@ -185,6 +185,7 @@ def check_published_command(
 ) -> None:
     """Replay a published rating table (FiveThirtyEight's nfl_games.csv layout) under a policy and
     compare every pre-game rating and win probability; exit 1 when any row is off."""
+    from engine import RatingPolicy
     from worker.ops.published import check_published
     from worker.policy.config import PolicyConfigError, load_policy
 
@@ -193,6 +194,10 @@ def check_published_command(
     except PolicyConfigError as exc:
         err.print(f"policy error: {exc}", markup=False)
         raise typer.Exit(2) from exc
+    if not isinstance(loaded.policy, RatingPolicy):
+        err.print(f"{policy}: published Elo figures are checked against an Elo policy; this one is "
+                  f"model {loaded.policy.model!r}", markup=False)
+        raise typer.Exit(2)
     try:
         result = check_published(games, loaded.policy, rating_tolerance, prob_tolerance)
     except (OSError, ValueError) as exc:

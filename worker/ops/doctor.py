@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis
 
-from engine import RatingPolicy
+from engine.policy import AnyPolicy
 from worker import store as repository
 from worker.broker_durability import broker_durability
 from worker.consumer.lag import consumer_lag
@@ -50,7 +50,7 @@ def queue_depth(client: redis.Redis, queue: str) -> tuple[int, int]:
 
 def run_checks(
     settings: Settings,
-    policies: dict[str, RatingPolicy],
+    policies: dict[str, AnyPolicy],
     outbox_lag: float,
     max_queue_depth: int | None,
     verify: bool,

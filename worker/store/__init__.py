@@ -86,6 +86,7 @@ from worker.store.read_models import (  # noqa: F401
     ledger_size,
     placed_at_end_counts,
     stored_standings,
+    stored_states,
 )
 from worker.store.rebuilds import (  # noqa: F401
     REBUILD_HISTORY_COPY,

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from engine import RatingPolicy
+from engine.policy import AnyPolicy
 from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force, ladder_records
 from worker.store.locking import RATING_APPLICATION
 
@@ -152,7 +152,7 @@ class LadderInForce:
     history ``generation`` and the replay ``order`` (``"applied"``: arrival order; else
     chronological)."""
 
-    policy: RatingPolicy
+    policy: AnyPolicy
     generation: int
     order: str
 

@@ -26,7 +26,7 @@ def _classic_pairs(count: int, players: int, seed: int) -> list[tuple[str, str, 
 
 def engine_speed(config: BenchConfig) -> dict[str, Any]:
     """Part 4: the engine's public call and replay paths against elote and an inline loop."""
-    from engine import Match, Outcome, Participant, fast_replay, rate
+    from engine import Match, Outcome, Participant, RatingPolicy, fast_replay, rate
     from engine.replay import replay
     from worker.mapping import to_engine_match
     from worker.ops.generate import generate_sedma_matches
@@ -34,6 +34,8 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
 
     policies = load_ladders(get_settings().ladders_file)
     elo, sedma = policies["elo"], policies["sedma"]
+    if not (isinstance(elo, RatingPolicy) and isinstance(sedma, RatingPolicy)):
+        raise ValueError("the engine bench's ladders 'elo' and 'sedma' must be Elo policies")
     n = config.engine_matches
     repeats = config.repeats
     pairs = _classic_pairs(n, 1000, config.seed)
