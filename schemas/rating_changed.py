@@ -96,7 +96,10 @@ class RatingChanged(BaseModel):
         description="Score used for the update, 0..1: 1 win, 0.5 draw, 0 loss, after the performance adjustment."
     )
     k_factor: Rating = Field(
-        ge=0.0, description="K-factor the policy applied, in rating points per unit of score."
+        description="K-factor the policy applied, in rating points per unit of score: at least 0 on Elo "
+        "ladders. On a ladder with uncertainty it is the step the model took, (rating_after - rating_before) / "
+        "(actual_score - expected_score), which may be below 0 in a free-for-all where the model's update and "
+        "the mean pairwise score disagree."
     )
     sequence: int = Field(
         ge=1,
@@ -138,6 +141,14 @@ class RatingChanged(BaseModel):
         description="Glicko-2 ladders: the volatility after the match (in a correction or rebuild event, the "
         "stored one now). Absent otherwise.",
     )
+
+    @model_validator(mode="after")
+    def _k_factor_of_elo_at_least_zero(self) -> RatingChanged:
+        """An Elo event (no deviation) has a K-factor of at least 0, as before the models with uncertainty."""
+        if self.k_factor < 0 and self.deviation_after is None:
+            raise ValueError(f"k_factor is {self.k_factor!r}: an Elo event's K-factor is at least 0 (only a model "
+                             "with uncertainty, whose events carry deviation_after, may take a negative step)")
+        return self
 
     @model_validator(mode="after")
     def _no_games_only_after_an_annulment(self) -> RatingChanged:

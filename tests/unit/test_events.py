@@ -41,7 +41,8 @@ def test_a_match_event_is_written_as_the_rating_changed_json_consumers_read():
 
 
 @pytest.mark.parametrize("field, value", [("expected_score", 1.5), ("sequence", 0), ("rating_after", float("nan")),
-                                          ("occurred_at", "2026-05-01T18:30:05"), ("reason", "bonus")])
+                                          ("occurred_at", "2026-05-01T18:30:05"), ("reason", "bonus"),
+                                          ("k_factor", -1.0)])
 def test_an_event_that_breaks_the_contract_is_refused_at_runtime(field, value):
     """Each event is validated as schemas.RatingChanged before it reaches the outbox: a score
     outside [0, 1], a sequence below 1, a NaN rating, a naive time or an unknown reason raises."""
@@ -182,3 +183,11 @@ def test_a_negative_deviation_breaks_the_contract():
     change = RatingChange("ann", 1500.0, 1510.0, 0.5, 1.0, 20.0, "win", 0.0, False, 200.0, -1.0, None, None)
     with pytest.raises(pydantic.ValidationError):
         _one_event(change)
+
+
+def test_a_model_with_uncertainty_may_take_a_negative_step_in_a_free_for_all():
+    """A Weng-Lin free-for-all can move a player against the sign of actual - expected (the mean
+    pairwise score): its event, which carries the deviation, may state a negative K-factor; an Elo
+    event may not (the parametrized test above)."""
+    change = RatingChange("ann", 25.0, 25.5, 0.6, 0.5, -5.0, "draw", 0.0, False, 8.3, 8.1, None, None)
+    assert _one_event(change)["k_factor"] == -5.0

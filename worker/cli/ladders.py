@@ -34,11 +34,22 @@ def leaderboard(
     ladder: Annotated[str, typer.Option(help="Ladder name.")],
     top: Annotated[Optional[int], typer.Option(help="Only the first N.", min=1)] = 20,
     as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
+    at: Annotated[Optional[str], typer.Option(help="Ladders with uncertainty: the moment shown (ISO 8601 "
+                                              "with offset; default now).")] = None,
 ) -> None:
     """Players of a ladder by rating: rank, player, rating, games, wins, draws, losses, win %
-    (a draw counts as half a win)."""
+    (a draw counts as half a win). A ladder rated with uncertainty (Glicko-2, Weng-Lin) is ranked by
+    its conservative rating, with the deviation grown to the moment shown and provisional and
+    inactive marks; players not rankable are listed after, unranked."""
+    from worker.cli.models import uncertainty_leaderboard
+
     require_known_ladder(ladder)
     with open_database() as conn:
+        if not as_csv:
+            table = uncertainty_leaderboard(conn, ladder, top, at)
+            if table is not None:
+                console.print(table)
+                return
         rows = repository.leaderboard(conn, ladder, top)
     columns = ["rank", "player_id", "rating", "games", "wins", "draws", "losses", "win_pct"]
     if as_csv:

@@ -16,7 +16,7 @@ import typer  # noqa: E402
 from typer.core import TyperOption  # noqa: E402
 
 from worker.broker_durability import EvictingBroker  # noqa: E402
-from worker.cli import dead_letters, dev, evaluate, importer, ladders, matches, service  # noqa: E402
+from worker.cli import dead_letters, dev, evaluate, importer, ladders, matches, models, service  # noqa: E402
 from worker.cli.common import err  # noqa: E402
 from worker.cli.events import events_app, outbox_app  # noqa: E402
 from worker.cli.policy import check_published_command, policy_app  # noqa: E402
@@ -45,6 +45,7 @@ app.command()(matches.publish)
 app.command("import-football")(matches.import_football)
 app.command()(matches.generate)
 app.command()(ladders.leaderboard)
+app.command()(models.predict)
 app.command()(ladders.history)
 app.command()(ladders.verify)
 app.command()(evaluate.evaluate)

@@ -85,6 +85,7 @@ from worker.store.read_models import (  # noqa: F401
     leaderboard,
     ledger_size,
     placed_at_end_counts,
+    player_states,
     stored_standings,
     stored_states,
 )

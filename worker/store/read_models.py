@@ -169,6 +169,17 @@ class StoredState(NamedTuple):
     last_played: float | None
 
 
+def player_states(conn: psycopg.Connection, ladder: str, player_ids: list[str] | None = None) -> dict[str, StoredState]:
+    """As :func:`stored_states`, for ``player_ids`` only (all when ``None``): the states a
+    leaderboard or a prediction reads (one statement)."""
+    if player_ids is None:
+        return stored_states(conn, ladder)
+    rows = conn.execute(
+        "SELECT player_id, rating, games_played, deviation, volatility, last_played FROM players "
+        "WHERE ladder = %s AND player_id = ANY(%s)", (ladder, player_ids)).fetchall()
+    return {pid: StoredState(*rest) for pid, *rest in rows}
+
+
 def stored_states(conn: psycopg.Connection, ladder: str) -> dict[str, StoredState]:
     """Mapping of player id to its :class:`StoredState` for ``ladder`` (one statement)."""
     rows = conn.execute(
