@@ -27,3 +27,18 @@ def chronological_replay(messages: list[dict]) -> dict[tuple[str, str], tuple[fl
         standings = replay((to_engine_match(json.loads(m.canonical_json())) for m in mine), ladders[ladder].policy)
         out.update({(ladder, pid): (s.rating, s.games_played) for pid, s in standings.items()})
     return out
+
+
+def chronological_states(messages: list[dict]) -> dict[tuple[str, str], tuple]:
+    """As :func:`chronological_replay`, with each player's whole state: mapping of (ladder,
+    player_id) to (rating, games played, deviation, volatility, last_played); the last three
+    ``None`` under Elo."""
+    ladders = load_ladder_policies(get_settings())
+    out = {}
+    for ladder in sorted({m["ladder"] for m in messages}):
+        mine = [parse_match_finished(m) for m in messages if m["ladder"] == ladder]
+        mine.sort(key=lambda m: (m.finished_at, m.match_id.encode()))
+        standings = replay((to_engine_match(json.loads(m.canonical_json())) for m in mine), ladders[ladder].policy)
+        out.update({(ladder, pid): (s.rating, s.games_played, s.deviation, s.volatility, s.last_played)
+                    for pid, s in standings.items()})
+    return out

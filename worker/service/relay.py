@@ -36,6 +36,7 @@ from worker.store.connection import Connection, DatabaseUnreachable, connect
 from worker.store.deadline import CallDeadline, database_label
 from worker.store.events import listen_outbox, try_relay_leadership
 from worker.store.outbox_lag import outbox_lag
+from worker.store.players import initial_state
 from worker.store.schema import ENVIRONMENT_DATABASE_ERRORS
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def serve_relay_http(settings: Settings, policies: dict) -> observability.Heartb
     rabbitmq = ((required_url(settings.broker_url, "RATINGS_BROKER_URL"), settings.broker_ca_file)
                 if settings.broker_is_rabbitmq else None)
     collector = observability.DatabaseCollector(
-        database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()},
+        database_url, client, settings.stream, {name: initial_state(p, "").rating for name, p in policies.items()},
         settings.queue, rabbitmq,
     )
 
