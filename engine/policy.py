@@ -198,16 +198,12 @@ class UncertaintyPolicy(Protocol):
     :class:`engine.model.RatingChange` carries the deviation (and volatility) before and after.
     """
 
-    # read-only, so that frozen dataclasses (the model policies) implement the protocol
+    # read-only members, so that the frozen dataclasses the models are satisfy the protocol
     @property
-    def model(self) -> str:
-        """The model's name as the policy files write it."""
-        ...
+    def model(self) -> str: ...
 
     @property
-    def version(self) -> str:
-        """Content hash of the configuration the policy was read from."""
-        ...
+    def version(self) -> str: ...
 
     def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
         """Rating changes of every player of ``match``, side by side, in match order."""
