@@ -145,8 +145,19 @@ def plackett_luce(
     c = math.sqrt(sum(variances) + k * beta * beta)
     top = max(mus) / c
     strengths = [math.exp(mu / c - top) for mu in mus]
-    sum_q = [sum(strengths[s] for s in range(k) if ranks[s] >= ranks[q]) for q in range(k)]
-    a = [sum(1 for s in range(k) if ranks[s] == ranks[q]) for q in range(k)]
+    sum_q = []
+    a = []
+    for q in range(k):
+        rank_q = ranks[q]
+        total = 0.0
+        count = 0
+        for s in range(k):
+            if ranks[s] >= rank_q:
+                total += strengths[s]
+                if ranks[s] == rank_q:
+                    count += 1
+        sum_q.append(total)
+        a.append(count)
     updates = []
     for i in range(k):
         omega = 0.0
@@ -254,53 +265,6 @@ def thurstone_mosteller_full(
 
 
 # --- rating a match --------------------------------------------------------------------------------
-
-
-def rate_sides(
-    model: str,
-    sides: Sequence[Sequence[Skill]],
-    ranks: Sequence[float],
-    *,
-    beta: float,
-    kappa: float,
-    epsilon: float = 0.1,
-    weights: Sequence[Sequence[float]] | None = None,
-) -> list[list[Skill]]:
-    """The skills after one match, side by side in the order given.
-
-    ``sides``: each side's players' skills (the sigmas already grown by any dynamics); ``ranks``:
-    each side's rank (smaller is better, equal ranks tie); ``weights``: each player's share of the
-    match in (0, 1] (partial play), or ``None`` for all 1; ``beta`` (rating points): the spread of
-    a performance around the skill; ``kappa``: the floor of a variance's shrink factor;
-    ``epsilon``: the Thurstone-Mosteller draw margin (rating points). The side aggregates are the
-    paper's (sum of means, sum of variances; a weight scales only the player's own step). Raises
-    ``ValueError`` for an unknown model, fewer than two sides, an empty side, or a mismatch of
-    lengths.
-    """
-    if len(sides) < 2 or len(ranks) != len(sides):
-        raise ValueError(f"a match needs two or more sides, one rank each (got {len(sides)} sides, {len(ranks)} ranks)")
-    if any(not side for side in sides):
-        raise ValueError("every side needs at least one player")
-    mus = [math.fsum(p.mu for p in side) for side in sides]
-    variances = [math.fsum(p.sigma * p.sigma for p in side) for side in sides]
-    updates = _side_updates(model, mus, variances, ranks, beta, epsilon)
-    result = []
-    for index, side in enumerate(sides):
-        omega, delta = updates[index]
-        variance = variances[index]
-        side_weights = weights[index] if weights is not None else None
-        players = []
-        for j, player in enumerate(side):
-            weight = side_weights[j] if side_weights is not None else 1.0
-            share = weight * player.sigma * player.sigma / variance
-            players.append(
-                Skill(
-                    player.mu + share * omega,
-                    player.sigma * math.sqrt(max(1.0 - share * delta, kappa)),
-                )
-            )
-        result.append(players)
-    return result
 
 
 def _side_updates(
@@ -482,89 +446,89 @@ class WengLinPolicy:
         days = (at - state.last_played) / SECONDS_PER_DAY
         return min(math.sqrt(sigma * sigma + self.tau_per_day * self.tau_per_day * days), self.sigma)
 
-    def _skill_before(self, state: PlayerState, at: float | None) -> tuple[float, Skill]:
-        """(sigma as of the match, the skill the match is rated from with ``tau`` added)."""
-        sigma = self._sigma_at(state, at)
-        return sigma, Skill(state.rating, math.sqrt(sigma * sigma + self.tau * self.tau))
-
     def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
         """Rating changes of every player of ``match``, side by side, in match order.
 
-        A player absent from ``states`` starts from :meth:`initial_state`. ``rating_before`` and
-        ``deviation_before`` are mu and sigma as of the match (after any inactivity growth, before
+        A player absent from ``states`` starts from :meth:`initial_state`. Each player's sigma is
+        taken as of the match (:meth:`display`) and widened by ``tau`` (sigma^2 + tau^2); the sides'
+        Omega and Delta come from the model, and each player's mu and sigma move as the module doc
+        says, the step scaled by the player's weight; ``limit_sigma`` then caps sigma at its value
+        before. ``rating_before`` and ``deviation_before`` are mu and sigma as of the match (before
         ``tau``); ``expected_score`` is the side's mean pairwise win probability
-        (:func:`win_probability`) and ``actual_score`` its mean pairwise score (1, 1/2, 0);
-        ``k_factor`` is the effective step (rating_after - rating_before) / (actual - expected), 0
-        when they are equal. Raises ``ValueError`` for an empty side, fewer than two sides or a
-        weight outside (0, 1].
+        (:func:`win_probability`, from the widened sigmas) and ``actual_score`` its mean pairwise
+        score (1, 1/2, 0); ``k_factor`` is the effective step (rating_after - rating_before) /
+        (actual - expected), 0 when they are equal. Raises ``ValueError`` for an empty side, fewer
+        than two sides or a weight outside (0, 1]; ``TypeError`` for a state that is not a
+        :class:`engine.model.PlayerState`.
         """
-        sides_participants, ranks = _sides_and_ranks(match)
-        at = match.played_at
-        befores: list[list[tuple[PlayerState, float]]] = []
-        skills: list[list[Skill]] = []
-        weights: list[list[float]] = []
-        for side in sides_participants:
-            side_before = []
-            side_skills = []
-            side_weights = []
+        sides, ranks = _sides_and_ranks(match)
+        if len(sides) < 2:
+            raise ValueError(f"a match needs two or more sides (got {len(sides)})")
+        rows, mus, variances = self._before(sides, states, match.played_at)
+        updates = _side_updates(self.model, mus, variances, ranks, self.beta, self.epsilon)
+        two_beta_sq = 2.0 * self.beta * self.beta
+        kappa = self.kappa
+        n = len(sides)
+        changes = []
+        for i, row in enumerate(rows):
+            omega, delta = updates[i]
+            side_variance = variances[i]
+            expected = 0.0
+            actual = 0.0
+            for q in range(n):
+                if q != i:
+                    expected += normal_cdf((mus[i] - mus[q]) / math.sqrt(two_beta_sq + side_variance + variances[q]))
+                    actual += _pair_score(ranks[i], ranks[q])
+            expected /= n - 1
+            actual /= n - 1
+            gap = actual - expected
+            result = "win" if actual > 0.5 else "draw" if actual == 0.5 else "loss"
+            for player_id, weight, mu, sigma_before, variance in row:
+                share = weight * variance / side_variance
+                mu_after = mu + share * omega
+                sigma_after = math.sqrt(variance) * math.sqrt(max(1.0 - share * delta, kappa))
+                if self.limit_sigma and sigma_after > sigma_before:
+                    sigma_after = sigma_before
+                k_factor = (mu_after - mu) / gap if gap != 0.0 else 0.0
+                changes.append(
+                    RatingChange(player_id, mu, mu_after, expected, actual, k_factor, result, 0.0, False,
+                                 sigma_before, sigma_after, None, None)
+                )
+        return tuple(changes)
+
+    def _before(
+        self, sides: Sequence[Sequence[Participant]], states: Mapping[str, PlayerState], at: float | None
+    ) -> tuple[list[list[tuple[str, float, float, float, float]]], list[float], list[float]]:
+        """Per side, each player's (id, weight, mu, sigma as of ``at``, variance with tau), and
+        each side's mu_i (sum of mus) and sigma_i^2 (sum of the variances)."""
+        tau_sq = self.tau * self.tau
+        rows = []
+        mus = []
+        variances = []
+        for side in sides:
+            if not side:
+                raise ValueError("every side needs at least one player")
+            row = []
+            mu_sum = 0.0
+            variance_sum = 0.0
             for participant in side:
-                if not 0.0 < participant.weight <= 1.0:
-                    raise ValueError(
-                        f"weight of {participant.player_id!r} must be in (0, 1] (got {participant.weight!r})"
-                    )
+                weight = participant.weight
+                if not 0.0 < weight <= 1.0:
+                    raise ValueError(f"weight of {participant.player_id!r} must be in (0, 1] (got {weight!r})")
                 state = states.get(participant.player_id)
                 if state is None:
                     state = self.initial_state(participant.player_id)
                 elif not isinstance(state, PlayerState):
                     raise TypeError(f"Weng-Lin rates from PlayerState, not {type(state).__name__}")
-                sigma, skill = self._skill_before(state, at)
-                side_before.append((state, sigma))
-                side_skills.append(skill)
-                side_weights.append(participant.weight)
-            befores.append(side_before)
-            skills.append(side_skills)
-            weights.append(side_weights)
-        after = rate_sides(
-            self.model, skills, ranks, beta=self.beta, kappa=self.kappa, epsilon=self.epsilon, weights=weights
-        )
-        return self._changes(sides_participants, ranks, befores, skills, after)
-
-    def _changes(
-        self,
-        sides: Sequence[Sequence[Participant]],
-        ranks: Sequence[float],
-        befores: Sequence[Sequence[tuple[PlayerState, float]]],
-        skills: Sequence[Sequence[Skill]],
-        after: Sequence[Sequence[Skill]],
-    ) -> tuple[RatingChange, ...]:
-        side_skills = [_side_skill(side) for side in skills]
-        n = len(sides)
-        changes = []
-        for i, side in enumerate(sides):
-            expected = sum(win_probability(side_skills[i], side_skills[q], self.beta) for q in range(n) if q != i)
-            expected /= n - 1
-            actual = sum(_pair_score(ranks[i], ranks[q]) for q in range(n) if q != i) / (n - 1)
-            result = "win" if actual > 0.5 else "draw" if actual == 0.5 else "loss"
-            for j, participant in enumerate(side):
-                state, sigma_before = befores[i][j]
-                new = after[i][j]
-                sigma_after = min(new.sigma, sigma_before) if self.limit_sigma else new.sigma
-                gap = actual - expected
-                k_factor = (new.mu - state.rating) / gap if gap != 0.0 else 0.0
-                changes.append(
-                    RatingChange(
-                        participant.player_id,
-                        state.rating,
-                        new.mu,
-                        expected,
-                        actual,
-                        k_factor,
-                        result,
-                        deviation_before=sigma_before,
-                        deviation_after=sigma_after,
-                    )
-                )
-        return tuple(changes)
+                sigma = self._sigma_at(state, at)
+                variance = sigma * sigma + tau_sq
+                row.append((participant.player_id, weight, state.rating, sigma, variance))
+                mu_sum += state.rating
+                variance_sum += variance
+            rows.append(row)
+            mus.append(mu_sum)
+            variances.append(variance_sum)
+        return rows, mus, variances
 
     def predict(self, sides: Sequence[Sequence[PlayerState]], at: float | None = None) -> Prediction:
         """Win probabilities (one per side, sum 1; :func:`predict_win`), the draw probability
