@@ -13,7 +13,8 @@ and Delta_i (the share of variance removed), and each player j of side i is upda
 (the player-level step at the end of each of the paper's Algorithms 1 to 4; kappa is the small
 positive floor of the paper's variance updates (28) and (44)), with w_ij the player's share of the
 match (partial play, in (0, 1]; 1 is the paper's update). The three models differ in Omega and
-Delta; see :func:`plackett_luce`, :func:`bradley_terry_full` and :func:`thurstone_mosteller_full`.
+Delta; see :func:`plackett_luce`, :func:`bradley_terry` and :func:`thurstone_mosteller` (each
+of the last two with full pairing, every pair of sides, or partial pairing, neighbours in rank).
 gamma_i = sigma_i / c (Plackett-Luce) or sigma_i / c_iq (the pairwise models) is the paper's
 suggested damping of Delta.
 
@@ -32,7 +33,13 @@ from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, R
 if TYPE_CHECKING:
     from engine.predict import Prediction
 
-MODELS = ("plackett_luce", "bradley_terry_full", "thurstone_mosteller_full")
+MODELS = (
+    "plackett_luce",
+    "bradley_terry_full",
+    "thurstone_mosteller_full",
+    "bradley_terry_part",
+    "thurstone_mosteller_part",
+)
 """The model names a policy file may give (``model = "..."``)."""
 
 SECONDS_PER_DAY = 86_400.0
@@ -186,28 +193,50 @@ def _pair_score(own: float, other: float) -> float:
     return 1.0 if other > own else 0.5 if other == own else 0.0
 
 
-def bradley_terry_full(
-    mus: Sequence[float], variances: Sequence[float], ranks: Sequence[float], beta: float
+def all_pairs(ranks: Sequence[float]) -> list[list[int]]:
+    """Full pairing: each side's opponents are all the other sides."""
+    k = len(ranks)
+    return [[q for q in range(k) if q != i] for i in range(k)]
+
+
+def neighbour_pairs(ranks: Sequence[float]) -> list[list[int]]:
+    """Partial pairing (the paper's Algorithm 2 for Bradley-Terry): the sides ordered by rank (ties
+    kept in match order, one of the orders the paper allows), each side's opponents are the sides
+    just above and just below it in that order."""
+    order = sorted(range(len(ranks)), key=ranks.__getitem__)
+    opponents: list[list[int]] = [[] for _ in ranks]
+    for position, i in enumerate(order):
+        if position > 0:
+            opponents[i].append(order[position - 1])
+        if position + 1 < len(order):
+            opponents[i].append(order[position + 1])
+    return opponents
+
+
+def bradley_terry(
+    mus: Sequence[float],
+    variances: Sequence[float],
+    ranks: Sequence[float],
+    beta: float,
+    opponents: Sequence[Sequence[int]],
 ) -> list[SideUpdate]:
-    """Omega and Delta of each side under the Bradley-Terry model with full pairing (the paper's
-    Algorithm 1): every pair of sides is a two-side game. With
+    """Omega and Delta of each side under the Bradley-Terry model, each side against its
+    ``opponents`` (:func:`all_pairs`: the paper's Algorithm 1, full pairing; :func:`neighbour_pairs`:
+    Algorithm 2, partial pairing), each pair a two-side game. With
     c_iq = sqrt(sigma_i^2 + sigma_q^2 + 2 beta^2), p_iq = 1 / (1 + exp((mu_q - mu_i) / c_iq)) and
     s = 1, 1/2 or 0 as side i ranked above, level with or below side q:
 
-        Omega_i = sum_{q != i} sigma_i^2 / c_iq * (s - p_iq)
-        Delta_i = sum_{q != i} gamma_iq * sigma_i^2 / c_iq^2 * p_iq * p_qi,  gamma_iq = sigma_i / c_iq
+        Omega_i = sum_q sigma_i^2 / c_iq * (s - p_iq)
+        Delta_i = sum_q gamma_iq * sigma_i^2 / c_iq^2 * p_iq * p_qi,  gamma_iq = sigma_i / c_iq
     """
-    k = len(mus)
     two_beta_sq = 2.0 * beta * beta
     updates = []
-    for i in range(k):
+    for i, side_opponents in enumerate(opponents):
         omega = 0.0
         delta = 0.0
         variance = variances[i]
         sigma = math.sqrt(variance)
-        for q in range(k):
-            if q == i:
-                continue
+        for q in side_opponents:
             c_iq = math.sqrt(variance + variances[q] + two_beta_sq)
             p = _logistic((mus[i] - mus[q]) / c_iq)
             omega += variance / c_iq * (_pair_score(ranks[i], ranks[q]) - p)
@@ -216,17 +245,19 @@ def bradley_terry_full(
     return updates
 
 
-def thurstone_mosteller_full(
+def thurstone_mosteller(
     mus: Sequence[float],
     variances: Sequence[float],
     ranks: Sequence[float],
     beta: float,
     epsilon: float,
+    opponents: Sequence[Sequence[int]],
 ) -> list[SideUpdate]:
-    """Omega and Delta of each side under the Thurstone-Mosteller model with full pairing (the
-    paper's Algorithm 3), ``epsilon`` the draw margin (rating points). With
+    """Omega and Delta of each side under the Thurstone-Mosteller model, each side against its
+    ``opponents`` (:func:`all_pairs`: the paper's Algorithm 3, full pairing; :func:`neighbour_pairs`:
+    its partial pairing), ``epsilon`` the draw margin (rating points). With
     c_iq = sqrt(sigma_i^2 + sigma_q^2 + 2 beta^2), x = (mu_i - mu_q) / c_iq, t = epsilon / c_iq and
-    gamma_iq = sigma_i / c_iq, each other side q adds to Omega_i and Delta_i:
+    gamma_iq = sigma_i / c_iq, each opponent q adds to Omega_i and Delta_i:
 
     * side i ranked above q: sigma_i^2 / c_iq * V(x, t) and gamma_iq sigma_i^2 / c_iq^2 * W(x, t);
     * below: -sigma_i^2 / c_iq * V(-x, t) and gamma_iq sigma_i^2 / c_iq^2 * W(-x, t);
@@ -235,17 +266,14 @@ def thurstone_mosteller_full(
     (:func:`v`, :func:`w`, :func:`v_draw`, :func:`w_draw`). Thurstone-Mosteller is the model
     TrueSkill approximates (a normal performance difference with a draw margin).
     """
-    k = len(mus)
     two_beta_sq = 2.0 * beta * beta
     updates = []
-    for i in range(k):
+    for i, side_opponents in enumerate(opponents):
         omega = 0.0
         delta = 0.0
         variance = variances[i]
         sigma = math.sqrt(variance)
-        for q in range(k):
-            if q == i:
-                continue
+        for q in side_opponents:
             c_iq = math.sqrt(variance + variances[q] + two_beta_sq)
             x = (mus[i] - mus[q]) / c_iq
             t = epsilon / c_iq
@@ -277,11 +305,10 @@ def _side_updates(
 ) -> list[SideUpdate]:
     if model == "plackett_luce":
         return plackett_luce(mus, variances, ranks, beta)
-    if model == "bradley_terry_full":
-        return bradley_terry_full(mus, variances, ranks, beta)
-    if model == "thurstone_mosteller_full":
-        return thurstone_mosteller_full(mus, variances, ranks, beta, epsilon)
-    raise ValueError(f"unknown Weng-Lin model {model!r}; expected one of {', '.join(MODELS)}")
+    opponents = neighbour_pairs(ranks) if model.endswith("_part") else all_pairs(ranks)
+    if model.startswith("bradley_terry"):
+        return bradley_terry(mus, variances, ranks, beta, opponents)
+    return thurstone_mosteller(mus, variances, ranks, beta, epsilon, opponents)
 
 
 def win_probability(a: Skill, b: Skill, beta: float) -> float:

@@ -99,6 +99,27 @@ def test_a_tie_in_a_bradley_terry_free_for_all_scores_a_half_per_pair_worked_by_
     assert changes[0].actual_score == 0.75
 
 
+def test_partial_pairing_compares_only_neighbours_in_rank_worked_by_hand() -> None:
+    """Three equal players placed 1, 2, 3 under partial pairing (the paper's Algorithm 2): first and
+    second, second and third are pairs, first and third are not. Bradley-Terry: p = 1/2, so the
+    first gains 0.2 c, the second wins one and loses one (Omega 0) and shrinks twice, the third
+    loses 0.2 c. Thurstone-Mosteller alike with V(0, t) and W(0, t), t = epsilon / c."""
+    match = FreeForAll("m", ((Participant("1"),), (Participant("2"),), (Participant("3"),)), (1, 2, 3))
+    bt = WengLinPolicy(model="bradley_terry_part", tau=0.0).rate(match, {})
+    once = SIGMA * math.sqrt(1.0 - 0.1 * math.sqrt(0.4))
+    twice = SIGMA * math.sqrt(1.0 - 0.2 * math.sqrt(0.4))
+    assert after(bt, "1") == pytest.approx((25.0 + 0.2 * C_1V1, once), abs=1e-12)
+    assert after(bt, "2") == pytest.approx((25.0, twice), abs=1e-12)
+    assert after(bt, "3") == pytest.approx((25.0 - 0.2 * C_1V1, once), abs=1e-12)
+    t = 0.1 / C_1V1
+    v = NORMAL.pdf(-t) / NORMAL.cdf(-t)
+    shrink = math.sqrt(0.4) * 0.4 * v * (v - t)
+    tm = WengLinPolicy(model="thurstone_mosteller_part", tau=0.0).rate(match, {})
+    assert after(tm, "1") == pytest.approx((25.0 + 0.4 * C_1V1 * v, SIGMA * math.sqrt(1 - shrink)), abs=1e-12)
+    assert after(tm, "2") == pytest.approx((25.0, SIGMA * math.sqrt(1 - 2 * shrink)), abs=1e-12)
+    assert after(tm, "3") == pytest.approx((25.0 - 0.4 * C_1V1 * v, SIGMA * math.sqrt(1 - shrink)), abs=1e-12)
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_a_player_who_took_part_in_half_the_match_moves_half_as_far(model: str) -> None:
     """Weight 0.5 halves the player's step and the share of variance removed; the side aggregate is

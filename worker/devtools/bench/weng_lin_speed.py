@@ -23,6 +23,8 @@ OPENSKILL_CLASSES = {
     "plackett_luce": "PlackettLuce",
     "bradley_terry_full": "BradleyTerryFull",
     "thurstone_mosteller_full": "ThurstoneMostellerFull",
+    "bradley_terry_part": "BradleyTerryPart",
+    "thurstone_mosteller_part": "ThurstoneMostellerPart",
 }
 
 
@@ -49,6 +51,8 @@ def _openskill_rate(model_name: str, matches: list[Match], repeats: int) -> floa
     except ImportError:
         return None
     model = getattr(models, OPENSKILL_CLASSES[model_name])()
+    if model_name.endswith("_part"):
+        model.window_size = 1  # the paper's neighbours
     ranks = {Outcome.SIDE_A_WON: [1, 2], Outcome.SIDE_B_WON: [2, 1], Outcome.DRAW: [1, 1]}
 
     def run() -> int:
