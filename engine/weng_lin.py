@@ -562,10 +562,9 @@ class WengLinPolicy:
         (:func:`predict_draw`) and the match quality (:func:`match_quality`) of proposed ``sides``,
         each player's sigma as of ``at`` (:meth:`display`; ``tau`` is not added). Raises
         ``ValueError`` for fewer than two sides or an empty side."""
-        from engine.predict import Prediction
+        from engine.predict import Prediction, check_sides
 
-        if len(sides) < 2 or any(not side for side in sides):
-            raise ValueError("a prediction needs two or more sides of at least one player each")
+        check_sides(sides)
         skills = [[Skill(s.rating, self._sigma_at(s, at)) for s in side] for side in sides]
         return Prediction(
             win_probabilities=tuple(predict_win(skills, self.beta)),

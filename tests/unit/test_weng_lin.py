@@ -255,3 +255,17 @@ def test_a_win_never_lowers_the_winner_nor_raises_the_loser(model: str, mu_a: fl
     winner, loser = WengLinPolicy(model=model, tau=0.0).rate(one_v_one(Outcome.SIDE_A_WON), states)
     assert winner.rating_after >= mu_a and loser.rating_after <= mu_b
     assert winner.deviation_after <= sigma and loser.deviation_after <= sigma
+
+
+def test_engine_predict_dispatches_to_the_weng_lin_policy() -> None:
+    """engine.predict.predict answers for a Weng-Lin policy with the policy's own prediction, the
+    sigmas grown to ``at``; fewer than two sides is refused."""
+    from engine.predict import predict
+
+    policy = WengLinPolicy(tau_per_day=1.0)
+    sides = [[PlayerState(30.0, deviation=2.0, last_played=0.0)], [PlayerState(25.0, deviation=2.0, last_played=0.0)]]
+    later = 30 * 86_400.0
+    assert predict(sides, policy, later) == policy.predict(sides, later)
+    assert predict(sides, policy, later).quality < predict(sides, policy, None).quality
+    with pytest.raises(ValueError, match="at least two sides"):
+        predict(sides[:1], policy)
