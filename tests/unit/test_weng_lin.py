@@ -269,3 +269,37 @@ def test_engine_predict_dispatches_to_the_weng_lin_policy() -> None:
     assert predict(sides, policy, later).quality < predict(sides, policy, None).quality
     with pytest.raises(ValueError, match="at least two sides"):
         predict(sides[:1], policy)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    model=st.sampled_from(MODELS),
+    skills=st.lists(
+        st.lists(st.tuples(st.floats(-1e4, 1e4), st.floats(1e-3, 1e3)), min_size=1, max_size=3),
+        min_size=2,
+        max_size=4,
+    ),
+    data=st.data(),
+)
+def test_extreme_ratings_give_finite_results_and_a_positive_sigma(
+    model: str, skills: list[list[tuple[float, float]]], data: st.DataObject
+) -> None:
+    """Far beyond any real ladder (mu +-10,000, sigma 0.001 to 1,000, certain upsets): every mu and
+    sigma after is finite and every sigma stays above 0."""
+    ranks = data.draw(st.lists(st.integers(1, len(skills)), min_size=len(skills), max_size=len(skills)))
+    sides = tuple(tuple(Participant(f"{i}-{j}") for j in range(len(side))) for i, side in enumerate(skills))
+    states = {
+        f"{i}-{j}": PlayerState(mu, deviation=sigma)
+        for i, side in enumerate(skills)
+        for j, (mu, sigma) in enumerate(side)
+    }
+    match: Match | FreeForAll = FreeForAll("m", sides, tuple(ranks))
+    if len(sides) == 2:
+        outcome = (
+            Outcome.SIDE_A_WON if ranks[0] < ranks[1] else Outcome.SIDE_B_WON if ranks[0] > ranks[1] else Outcome.DRAW
+        )
+        match = Match("m", sides[0], sides[1], outcome)
+    for change in WengLinPolicy(model=model).rate(match, states):
+        assert math.isfinite(change.rating_after)
+        assert change.deviation_after is not None and 0.0 < change.deviation_after < math.inf
+        assert 0.0 <= change.expected_score <= 1.0
