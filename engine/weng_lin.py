@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import TYPE_CHECKING, NamedTuple
 
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, RatingChange
@@ -46,6 +47,7 @@ SECONDS_PER_DAY = 86_400.0
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_STANDARD_NORMAL = NormalDist()
 
 
 class Skill(NamedTuple):
@@ -325,7 +327,8 @@ def _side_skill(side: Sequence[Skill]) -> Skill:
 def predict_win(sides: Sequence[Sequence[Skill]], beta: float) -> list[float]:
     """Each side's probability of winning (sum 1), as openskill's ``predict_win``: for two sides
     :func:`win_probability`; for more, each side's mean pairwise win probability against the
-    others, normalised to sum 1 (a generalisation of Ibstedt's two-side formula)."""
+    others, normalised to sum 1 (the mean pairwise probabilities sum to n / 2, so this is each
+    side's share 2 / n of its expected pairwise wins, as in :mod:`engine.predict`)."""
     skills = [_side_skill(side) for side in sides]
     n = len(skills)
     if n == 2:
@@ -345,7 +348,7 @@ def predict_draw(sides: Sequence[Sequence[Skill]], beta: float) -> float:
     Phi((m - d) / s) - Phi((-d - m) / s), d = mu_a - mu_b, s = sqrt(2 beta^2 + sigma_a^2 + sigma_b^2)."""
     skills = [_side_skill(side) for side in sides]
     players = sum(len(side) for side in sides)
-    margin = math.sqrt(players) * beta * _inverse_normal_cdf((1.0 + 1.0 / players) / 2.0)
+    margin = math.sqrt(players) * beta * _STANDARD_NORMAL.inv_cdf((1.0 + 1.0 / players) / 2.0)
     pairs = []
     for i in range(len(skills)):
         for j in range(i + 1, len(skills)):
@@ -379,12 +382,6 @@ def match_quality(sides: Sequence[Sequence[Skill]], beta: float) -> float:
             d = a.mu - b.mu
             values.append(math.sqrt(two_beta_sq / spread_sq) * math.exp(-d * d / (2.0 * two_beta_sq)))
     return sum(values) / len(values)
-
-
-def _inverse_normal_cdf(p: float) -> float:
-    from statistics import NormalDist  # standard library; imported here as only predictions need it
-
-    return NormalDist().inv_cdf(p)
 
 
 # --- the policy ------------------------------------------------------------------------------------
