@@ -34,14 +34,15 @@ from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, R
 if TYPE_CHECKING:
     from engine.predict import Prediction
 
-MODELS = (
-    "plackett_luce",
-    "bradley_terry_full",
-    "thurstone_mosteller_full",
-    "bradley_terry_part",
-    "thurstone_mosteller_part",
-)
-"""The model names a policy file may give (``model = "..."``)."""
+MODELS = ("plackett_luce", "bradley_terry_full", "thurstone_mosteller_full")
+"""The models of the policy files' contract (``model = "..."``)."""
+
+PARTIAL_PAIRING_MODELS = ("bradley_terry_part", "thurstone_mosteller_part")
+"""The partial-pairing variants, which :class:`WengLinPolicy` also rates (not yet offered by the
+policy files)."""
+
+ALL_MODELS = MODELS + PARTIAL_PAIRING_MODELS
+"""Every model :class:`WengLinPolicy` accepts."""
 
 SECONDS_PER_DAY = 86_400.0
 
@@ -389,7 +390,7 @@ def match_quality(sides: Sequence[Sequence[Skill]], beta: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class WengLinPolicy:
-    """A ladder rated by one of the Weng-Lin models (:data:`MODELS`), implementing
+    """A ladder rated by one of the Weng-Lin models (:data:`ALL_MODELS`), implementing
     :class:`engine.policy.UncertaintyPolicy`. A player's ``rating`` is mu and ``deviation`` sigma
     (rating points; ``volatility`` stays ``None``).
 
@@ -423,8 +424,8 @@ class WengLinPolicy:
     version: str = ""
 
     def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise ValueError(f"unknown Weng-Lin model {self.model!r}; expected one of {', '.join(MODELS)}")
+        if self.model not in ALL_MODELS:
+            raise ValueError(f"unknown Weng-Lin model {self.model!r}; expected one of {', '.join(ALL_MODELS)}")
         for name in ("sigma", "beta"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 (got {getattr(self, name)!r})")

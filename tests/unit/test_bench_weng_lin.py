@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.weng_lin import MODELS
+from engine.weng_lin import ALL_MODELS
 from worker.devtools.bench.weng_lin_speed import team_matches, weng_lin_speed
 
 
@@ -20,6 +20,6 @@ def test_the_bench_reports_every_model_beside_elo_and_openskill() -> None:
     for shape in ("1v1", "5v5"):
         row = results[shape]
         assert row["elo_replay_per_s"] > 0
-        for model in MODELS:
+        for model in ALL_MODELS:
             assert row[f"{model}_replay_per_s"] > 0
             assert row[f"{model}_openskill_per_s"] > 0

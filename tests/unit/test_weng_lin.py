@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState
 from engine.rating import rate
 from engine.replay import replay
-from engine.weng_lin import MODELS, WengLinPolicy
+from engine.weng_lin import ALL_MODELS, WengLinPolicy
 
 BETA = 25.0 / 6.0
 SIGMA = 25.0 / 3.0
@@ -120,7 +120,7 @@ def test_partial_pairing_compares_only_neighbours_in_rank_worked_by_hand() -> No
     assert after(tm, "3") == pytest.approx((25.0 - 0.4 * C_1V1 * v, SIGMA * math.sqrt(1 - shrink)), abs=1e-12)
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", ALL_MODELS)
 def test_a_player_who_took_part_in_half_the_match_moves_half_as_far(model: str) -> None:
     """Weight 0.5 halves the player's step and the share of variance removed; the side aggregate is
     unchanged, so the opponent's update is the full-weight one."""
@@ -150,7 +150,7 @@ def test_tau_is_added_to_the_variance_before_the_match() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(
-    model=st.sampled_from(MODELS),
+    model=st.sampled_from(ALL_MODELS),
     sigma=st.floats(0.05, 10.0),
     tau=st.floats(0.0, 2.0),
     outcome=st.sampled_from(list(Outcome)),
@@ -243,7 +243,7 @@ def test_match_quality_is_in_the_unit_interval_and_falls_as_sigma_grows(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    model=st.sampled_from(MODELS),
+    model=st.sampled_from(ALL_MODELS),
     mu_a=st.floats(0.0, 50.0),
     mu_b=st.floats(0.0, 50.0),
     sigma=st.floats(0.1, 10.0),
@@ -273,7 +273,7 @@ def test_engine_predict_dispatches_to_the_weng_lin_policy() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    model=st.sampled_from(MODELS),
+    model=st.sampled_from(ALL_MODELS),
     skills=st.lists(
         st.lists(st.tuples(st.floats(-1e4, 1e4), st.floats(1e-3, 1e3)), min_size=1, max_size=3),
         min_size=2,

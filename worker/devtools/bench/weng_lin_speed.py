@@ -16,7 +16,7 @@ from engine.k_factor import ConstantK
 from engine.model import Match, Outcome, Participant
 from engine.policy import RatingPolicy
 from engine.replay import replay
-from engine.weng_lin import MODELS, WengLinPolicy
+from engine.weng_lin import ALL_MODELS, WengLinPolicy
 from worker.devtools.bench.common import best_rate
 
 OPENSKILL_CLASSES = {
@@ -85,7 +85,7 @@ def weng_lin_speed(matches: int = 20_000, repeats: int = 3, seed: int = 1) -> di
             return len(ms)
 
         row: dict[str, Any] = {"elo_replay_per_s": round(best_rate(lambda: replay_with(elo), repeats))}
-        for model in MODELS:
+        for model in ALL_MODELS:
             policy = WengLinPolicy(model=model)
             def replay_model(p: WengLinPolicy = policy) -> int:
                 return replay_with(p)
@@ -104,7 +104,7 @@ def main(argv: list[str]) -> None:
     print(f"Weng-Lin engine speed (matches/s, best of {results['repeats']}; "
           f"{results['matches_1v1']} 1v1 and {results['matches_5v5']} 5v5 matches)")
     print(f"{'model':<26} {'1v1 ours':>10} {'1v1 openskill':>14} {'5v5 ours':>10} {'5v5 openskill':>14}")
-    for model in MODELS:
+    for model in ALL_MODELS:
         cells = [results[s][f"{model}_{k}_per_s"] for s in ("1v1", "5v5") for k in ("replay", "openskill")]
         print(f"{model:<26} " + " ".join(f"{'-' if c is None else c:>{w}}" for c, w in zip(cells, (10, 14, 10, 14))))
     print(f"{'elo (same run baseline)':<26} {results['1v1']['elo_replay_per_s']:>10} {'':>14} "
