@@ -12,7 +12,11 @@ deviation, volatility and time of the last match included.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -118,17 +122,30 @@ def test_late_matches_and_annulments_on_every_uncertainty_ladder_give_the_chrono
         assert [e["sequence"] for e in mine] == list(range(1, len(mine) + 1)), key
         assert (mine[-1]["rating_after"], mine[-1].get("deviation_after")) == (state[0], state[2]), key
 
+    # what an operator reads: the leaderboard ranks by rating - 2 deviations, a prediction sums to 1
+    board = _cli("leaderboard", "--ladder", "glicko2", "--at", "2026-09-01T00:00:00Z", "--top", "50")
+    assert "ranked by rating - 2 × deviation" in board and board.count("gl-p") == len(
+        {pid for (lad, pid) in now if lad == "glicko2"}), board
+    got = json.loads(_cli("predict", "glicko2", "--side", "gl-p00,gl-p01", "--side", "gl-p02", "--json"))
+    assert got["sides"] == [["gl-p00", "gl-p01"], ["gl-p02"]] and got["draw_probability"] is None
+    assert abs(sum(got["win_probabilities"]) - 1) < 1e-12 and 0 < got["quality"] <= 1
+    draw = json.loads(_cli("predict", "plackett_luce", "--side", "pl-p00", "--side", "pl-p01", "--json"))
+    assert 0 < draw["draw_probability"] < 1
+
+
+def _cli(*args: str) -> str:
+    """``python -m worker ARGS`` as an operator runs it; its standard output (fails on a non-zero exit)."""
+    result = subprocess.run([sys.executable, "-m", "worker", *args], env=dict(os.environ, COLUMNS="200"),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
 
 def test_a_rebuild_switches_an_elo_ladder_to_glicko2_and_a_late_match_then_corrects_it(clean, publisher, tmp_path):
     """An Elo ladder of 40 1v1 matches is rebuilt under a Glicko-2 policy (`ratings rebuild` with a
     ladders file naming it): every player's state equals the chronological Glicko-2 replay of the
     ledger bit for bit, players that changed get a `rebuild` event with their deviation, and a late
     match published afterwards is re-rated into its place under Glicko-2 with verify exact."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     from engine.replay import replay
     from worker.mapping import to_engine_match
     from worker.policy.ladders import load_ladder_policies as load_file
