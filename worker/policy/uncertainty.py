@@ -24,6 +24,8 @@ left out) and built into the engine's policy:
     conservative_k = 2             # leaderboards rank by rating - k x deviation
     inactive_days = 365            # optional: unranked after this many days without a match
 
+.. code-block:: toml
+
     model = "plackett_luce"        # or "bradley_terry_full", "thurstone_mosteller_full"
     mu = 25.0                      # rating (mu) of a new player
     sigma = 8.333333333333334      # deviation (sigma) of a new player
