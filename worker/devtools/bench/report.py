@@ -59,6 +59,22 @@ def _print_engine(console: Console, engine: dict[str, Any]) -> None:
     t.add_row(f"elote EloCompetitor ({engine['elote_version'] or 'not installed'})", _n(c["elote_per_s"]), "-", "-")
     t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
     console.print(t)
+    if "glicko2_1v1" in engine:
+        _print_models(console, engine)
+
+
+def _print_models(console: Console, engine: dict[str, Any]) -> None:
+    """Each model's engine rate beside the Elo ladder's fast replay, same run, same matches."""
+    g1, g5 = engine["glicko2_1v1"], engine["glicko2_5v5"]
+    t = Table(title=f"engine speed by model (matches per second, best of {engine['repeats']:d}, same run)")
+    for col in ("model and path", "1v1", "5v5"):
+        t.add_column(col, justify="right" if col != "model and path" else "left")
+    t.add_row("Elo: engine.fast_replay.replay (baseline)", _n(g1["elo_fast_replay_per_s"]),
+              _n(g5["elo_fast_replay_per_s"]))
+    t.add_row("Glicko-2: engine.fast_replay.replay", _n(g1["fast_replay_per_s"]), _n(g5["fast_replay_per_s"]))
+    t.add_row("Glicko-2: engine.replay.replay", _n(g1["replay_per_s"]), _n(g5["replay_per_s"]))
+    t.add_row("Glicko-2: engine.rate (public call)", _n(g1["rate_per_s"]), "-")
+    console.print(t)
 
 
 def _print_durability(console: Console, durability: dict[str, Any]) -> None:

@@ -42,6 +42,10 @@ def targets(results: dict[str, Any], config: BenchConfig) -> list[dict[str, Any]
         add("replay path (fast_replay), 1v1 classic", ">= 1,000,000/s", v, v >= 1_000_000)
         v = engine["sedma_1v1"]["fast_replay_per_s"]
         add("replay path (fast_replay), 1v1 Sedma", ">= 1,000,000/s", v, v >= 1_000_000)
+        if "glicko2_1v1" in engine:
+            v = engine["glicko2_1v1"]["fast_replay_per_s"]
+            add("replay path (fast_replay), 1v1 Glicko-2", ">= 100,000/s", v, v >= 100_000,
+                f"Elo same run: {engine['glicko2_1v1']['elo_fast_replay_per_s']:,}/s")
     ledger = results.get("ledger")
     if ledger and ledger["sizes"]:
         big = ledger["sizes"][-1]
@@ -246,6 +250,7 @@ def replicated_redis_rates(config: BenchConfig, matches: list[dict[str, Any]]) -
 def correct(results: dict[str, Any]) -> bool:
     """Every correctness check of the run passed (nothing lost, no dead letter, verify exact)."""
     ok = results.get("engine", {}).get("fast_replay_identical", True)
+    ok &= results.get("engine", {}).get("glicko2_fast_replay_identical", True)
     for run in results.get("service", {}).get("runs", []) + results.get("paired", {}).get("runs", []):
         if not run["kind"].startswith("noop"):
             ok &= run["verify_ok"] and run["applied"] == run["messages"] and not run["dead_letters"]
