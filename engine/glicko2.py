@@ -61,11 +61,12 @@ def _finish(
     :data:`MAX_ITERATIONS` iterations."""
     exp = math.exp
     delta = v * improvement
-    a = math.log(sigma * sigma)
+    sigma2 = sigma * sigma
+    a = math.log(sigma2)
     phi2 = phi * phi
-    delta2 = delta * delta
     tau2 = tau * tau
-    rest = delta2 - phi2 - v
+    rest = delta * delta - phi2 - v
+    spread = phi2 + v
     big_a = a
     # the paper's test is Δ² > φ² + v; its difference tested instead, so that the logarithm is
     # always of a positive number when the two are within a rounding of each other
@@ -76,16 +77,15 @@ def _finish(
         while True:
             x = a - k * tau
             ex = exp(x)
-            d = phi2 + v + ex
+            d = spread + ex
             if ex * (rest - ex) / (2.0 * d * d) - (x - a) / tau2 >= 0:
                 break
             k += 1
         big_b = x
-    ex = exp(big_a)
-    d = phi2 + v + ex
-    f_a = ex * (rest - ex) / (2.0 * d * d) - (big_a - a) / tau2
+    d = spread + sigma2  # f(a), with e^a = σ² and a - a = 0
+    f_a = sigma2 * (rest - sigma2) / (2.0 * d * d)
     ex = exp(big_b)
-    d = phi2 + v + ex
+    d = spread + ex
     f_b = ex * (rest - ex) / (2.0 * d * d) - (big_b - a) / tau2
     iterations = 0
     while abs(big_b - big_a) > epsilon:
@@ -94,7 +94,7 @@ def _finish(
             raise ArithmeticError(f"Glicko-2 volatility did not converge in {MAX_ITERATIONS} iterations")
         big_c = big_a + (big_a - big_b) * f_a / (f_b - f_a)
         ex = exp(big_c)
-        d = phi2 + v + ex
+        d = spread + ex
         f_c = ex * (rest - ex) / (2.0 * d * d) - (big_c - a) / tau2
         if f_c * f_b <= 0:  # the 2022 revision's <=
             big_a = big_b
@@ -118,20 +118,26 @@ def _period(
     tau: float,
     epsilon: float,
     periods: float,
-) -> tuple[float, float, float]:
-    """Steps 3 to 7 on the Glicko-2 scale: ``(μ' - μ, φ', σ')`` from ``(μ, φ, σ)`` and ``games`` of
-    ``(μ_j, φ_j, s_j)``, each counted ``weight`` times; ``periods`` rating periods of step 6
-    growth (1 in the paper). No games: only the growth (the paper's inactive player)."""
+) -> tuple[float, float, float, float, float]:
+    """Steps 3 to 7 on the Glicko-2 scale: ``(μ' - μ, φ', σ', Σ E, Σ g)`` from ``(μ, φ, σ)`` and
+    ``games`` of ``(μ_j, φ_j, s_j)``, each counted ``weight`` times; ``periods`` rating periods of
+    step 6 growth (1 in the paper). The sums of the expected scores and of g come along for the
+    policy's :class:`engine.model.RatingChange`. No games: only the growth (the paper's inactive
+    player)."""
     if not games:
-        return 0.0, math.sqrt(phi * phi + periods * sigma * sigma), sigma
+        return 0.0, math.sqrt(phi * phi + periods * sigma * sigma), sigma, 0.0, 0.0
     information = 0.0
     improvement = 0.0
+    expected = 0.0
+    g_total = 0.0
     for mu_j, phi_j, score in games:
         g = 1.0 / math.sqrt(1.0 + 3.0 * phi_j * phi_j / _PI_SQUARED)
         e = 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
         information += weight * g * g * e * (1.0 - e)
         improvement += weight * g * (score - e)
-    return _finish(phi, sigma, 1.0 / information, improvement, tau, epsilon, periods)
+        expected += e
+        g_total += g
+    return (*_finish(phi, sigma, 1.0 / information, improvement, tau, epsilon, periods), expected, g_total)
 
 
 def rate_period(
@@ -179,7 +185,7 @@ def rate_period(
         if not 0 <= score <= 1:
             raise ValueError(f"a score must be in [0, 1], got {score!r}")
         games.append(((opponent_rating - CENTRE) / SCALE, opponent_deviation / SCALE, score))
-    change, phi, sigma = _period((rating - CENTRE) / SCALE, deviation / SCALE, volatility, games, weight, tau,
+    change, phi, sigma, _, _ = _period((rating - CENTRE) / SCALE, deviation / SCALE, volatility, games, weight, tau,
                                  epsilon, periods)
     # step 8 as r + 173.7178 (μ' - μ), equal to 173.7178 μ' + 1500 but without a round trip's rounding
     return rating + change * SCALE, phi * SCALE, sigma
@@ -373,7 +379,8 @@ def _player_change(
 ) -> RatingChange:
     """One player's period against ``games`` (composite opponents), bounded by the policy."""
     sigma = policy.initial_volatility if state.volatility is None else state.volatility
-    change, phi_new, sigma_new = _period(mu, phi, sigma, games, weight, policy.tau, policy.epsilon, 0.0)
+    change, phi_new, sigma_new, expected, g_total = _period(mu, phi, sigma, games, weight, policy.tau,
+                                                            policy.epsilon, 0.0)
     rating_before = state.rating
     rating_after = rating_before + change * SCALE
     cap = policy.max_rating_change
@@ -385,16 +392,8 @@ def _player_change(
     deviation_after = min(max(phi_new * SCALE, policy.min_deviation), policy.max_deviation)
     volatility_after = min(sigma_new, policy.max_volatility)
     n = len(games)
-    expected = 0.0
-    actual = 0.0
-    g_total = 0.0
-    for mu_j, phi_j, score in games:
-        g = _g(phi_j)
-        expected += 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
-        actual += score
-        g_total += g
     expected /= n
-    actual /= n
+    actual = sum(game[2] for game in games) / n
     k = phi_new * phi_new * weight * g_total * SCALE
     result = "win" if actual > 0.5 else "draw" if actual == 0.5 else "loss"
     return RatingChange(pid, rating_before, rating_after, expected, actual, k, result, 0.0, False,
