@@ -72,6 +72,9 @@ def _print_models(console: Console, engine: dict[str, Any]) -> None:
     t.add_row("Elo: engine.fast_replay.replay (baseline)", _n(g1["elo_fast_replay_per_s"]),
               _n(g5["elo_fast_replay_per_s"]))
     t.add_row("Glicko-2: engine.fast_replay.replay", _n(g1["fast_replay_per_s"]), _n(g5["fast_replay_per_s"]))
+    if "fast_replay_per_cpu_s" in g1:
+        t.add_row("Elo: fast replay per second of CPU time (baseline)", _n(g1["elo_fast_replay_per_cpu_s"]), "-")
+        t.add_row("Glicko-2: fast replay per second of CPU time", _n(g1["fast_replay_per_cpu_s"]), "-")
     t.add_row("Glicko-2: engine.replay.replay", _n(g1["replay_per_s"]), _n(g5["replay_per_s"]))
     t.add_row("Glicko-2: engine.rate (public call)", _n(g1["rate_per_s"]), "-")
     console.print(t)
