@@ -154,18 +154,23 @@ class Glicko2Replayer:
             mu_b = (rb - CENTRE) / SCALE
             phi_b = db / SCALE
             # A's game against B, then B's against A: engine.glicko2._period's sums for one game
-            g = 1.0 / sqrt(1.0 + 3.0 * phi_b * phi_b / _PI_SQUARED)
-            e = 1.0 / (1.0 + exp(-g * (mu_a - mu_b)))
-            change, phi_new, vol_a = finish(phi_a, va, 1.0 / (wa * g * g * e * (1.0 - e)), wa * g * (score_a - e),
-                                            tau, epsilon, 0.0)
-            after_a = ra + change * SCALE
-            dev_a = phi_new * SCALE
-            g = 1.0 / sqrt(1.0 + 3.0 * phi_a * phi_a / _PI_SQUARED)
-            e = 1.0 / (1.0 + exp(-g * (mu_b - mu_a)))
-            change, phi_new, vol_b = finish(phi_b, vb, 1.0 / (wb * g * g * e * (1.0 - e)), wb * g * (score_b - e),
-                                            tau, epsilon, 0.0)
-            after_b = rb + change * SCALE
-            dev_b = phi_new * SCALE
+            try:
+                g = 1.0 / sqrt(1.0 + 3.0 * phi_b * phi_b / _PI_SQUARED)
+                e = 1.0 / (1.0 + exp(-g * (mu_a - mu_b)))
+                change, phi_new, vol_a = finish(phi_a, va, 1.0 / (wa * g * g * e * (1.0 - e)), wa * g * (score_a - e),
+                                                tau, epsilon, 0.0)
+                after_a = ra + change * SCALE
+                dev_a = phi_new * SCALE
+                g = 1.0 / sqrt(1.0 + 3.0 * phi_a * phi_a / _PI_SQUARED)
+                e = 1.0 / (1.0 + exp(-g * (mu_b - mu_a)))
+                change, phi_new, vol_b = finish(phi_b, vb, 1.0 / (wb * g * g * e * (1.0 - e)), wb * g * (score_b - e),
+                                                tau, epsilon, 0.0)
+                after_b = rb + change * SCALE
+                dev_b = phi_new * SCALE
+            except (ZeroDivisionError, OverflowError):  # a certain expected score: the policy's path refuses it
+                for _ in replay_changes((match,), policy, standings):
+                    pass
+                continue
             # Glicko2Policy's bounds: min(max(d, low), high) and min(sigma, high), as comparisons
             if cap is not None:
                 if after_a - ra > cap:
@@ -261,31 +266,48 @@ class Glicko2Replayer:
             # engine.glicko2._period's sums for one game, then Glicko2Policy's bounds
             g = 1.0 / math.sqrt(1.0 + 3.0 * phi_j * phi_j / _PI_SQUARED)
             for pid, weight, standing, rating, mu, phi, sigma in rows:
-                e = 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
-                change, phi_new, sigma_new = _finish(phi, sigma, 1.0 / (weight * g * g * e * (1.0 - e)),
+                try:
+                    e = 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
+                except OverflowError:
+                    return False  # a certain expected score: the policy's path refuses the match
+                information = weight * g * g * e * (1.0 - e)
+                if information == 0.0:
+                    return False
+                change, phi_new, sigma_new = _finish(phi, sigma, 1.0 / information,
                                                      weight * g * (score - e), policy.tau, policy.epsilon, 0.0)
                 after = _capped(rating, rating + change * SCALE, policy.max_rating_change)
                 updates.append((pid, standing, rating, after,
                                 min(max(phi_new * SCALE, policy.min_deviation), policy.max_deviation),
                                 min(sigma_new, policy.max_volatility), score))
-        for pid, standing, rating, after, deviation, volatility, score in updates:
-            if standing is None:
-                standing = standings[pid] = Standing(rating, 0, rating)
-            standing.rating = after
-            standing.games_played += 1
-            standing.peak_rating = max(standing.peak_rating, after)  # type: ignore[type-var]
-            if match.season is not None:
-                standing.season = match.season
-            standing.deviation = deviation
-            standing.volatility = volatility
-            standing.last_played = at
-            if score == 0.5:
-                standing.draws += 1
-            elif score == 1.0:
-                standing.wins += 1
-            else:
-                standing.losses += 1
+        _apply(standings, updates, match)
         return True
+
+
+def _apply(
+    standings: dict[str, Standing],
+    updates: list[tuple[str, Standing | None, float, float, float, float, float]],
+    match: Match,
+) -> None:
+    """:func:`engine.replay.replay_changes`'s bookkeeping of ``(player id, standing or None, rating
+    before, rating after, deviation, volatility, score)`` rows, in order."""
+    at = match.played_at
+    for pid, standing, rating, after, deviation, volatility, score in updates:
+        if standing is None:
+            standing = standings[pid] = Standing(rating, 0, rating)
+        standing.rating = after
+        standing.games_played += 1
+        standing.peak_rating = max(standing.peak_rating, after)  # type: ignore[type-var]
+        if match.season is not None:
+            standing.season = match.season
+        standing.deviation = deviation
+        standing.volatility = volatility
+        standing.last_played = at
+        if score == 0.5:
+            standing.draws += 1
+        elif score == 1.0:
+            standing.wins += 1
+        else:
+            standing.losses += 1
 
 
 def _capped(before: float, after: float, cap: float | None) -> float:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, RatingChange
 from engine.predict import Prediction, check_sides, from_pairwise
+from engine.rating import UnratableMatch
 
 SCALE = 173.7178
 """Glicko-2 scale factor (the paper's step 2): ``μ = (r - 1500) / 173.7178``, ``φ = RD / 173.7178``."""
@@ -132,11 +133,19 @@ def _period(
     g_total = 0.0
     for mu_j, phi_j, score in games:
         g = 1.0 / math.sqrt(1.0 + 3.0 * phi_j * phi_j / _PI_SQUARED)
-        e = 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
+        try:
+            e = 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
+        except OverflowError:  # e^x beyond the largest double: the expected score is 0
+            e = 0.0
         information += weight * g * g * e * (1.0 - e)
         improvement += weight * g * (score - e)
         expected += e
         g_total += g
+    if information == 0.0:
+        # every expected score is exactly 0 or 1 in double precision (ratings some 6,400 points
+        # apart): step 3's v is infinite and the paper's update undefined
+        raise UnratableMatch("unsupported_match", "the ratings are too far apart for a Glicko-2 update "
+                             "(an expected score of exactly 0 or 1)")
     return (*_finish(phi, sigma, 1.0 / information, improvement, tau, epsilon, periods), expected, g_total)
 
 
@@ -165,7 +174,9 @@ def rate_period(
 
     Returns ``(rating, deviation, volatility)`` after the period. Raises ``ValueError`` for a
     non-finite input, a deviation, volatility or tau not above 0, a score outside [0, 1], a weight
-    outside (0, 1] or negative periods; :class:`ArithmeticError` if step 5.4 does not converge.
+    outside (0, 1] or negative periods; :class:`engine.rating.UnratableMatch` (``unsupported_match``)
+    when every expected score is exactly 0 or 1 (ratings some 6,400 points apart: v is infinite);
+    :class:`ArithmeticError` if step 5.4 does not converge.
     """
     for name, value in (("rating", rating), ("deviation", deviation), ("volatility", volatility), ("tau", tau),
                         ("epsilon", epsilon), ("periods", periods), ("weight", weight)):
@@ -300,7 +311,10 @@ class Glicko2Policy:
         :meth:`initial_state`. ``expected_score`` and ``actual_score`` are means over the games;
         ``k_factor`` is ``173.7178 × φ'² × w × Σ g``, so that ``rating_after = rating_before +
         k_factor × (actual - expected)`` when the opponents' g are equal (always for two sides), up
-        to ``max_rating_change``. Raises ``ValueError`` for an empty side or fewer than two sides.
+        to ``max_rating_change``. Raises :class:`engine.rating.UnratableMatch` (``too_few_sides``;
+        ``unsupported_match`` for placements that do not match the sides, or ratings so far apart that
+        an expected score is exactly 0 or 1) and ``ValueError`` for an empty side or a weight outside
+        (0, 1].
         """
         sides, scores = _sides_and_scores(match)
         return _rate_sides(self, sides, scores, states, match.played_at)
@@ -312,7 +326,7 @@ def _sides_and_scores(match: Match | FreeForAll) -> tuple[tuple[tuple[Participan
         sides = match.sides
         placements = match.placements
         if len(placements) != len(sides):
-            raise ValueError(f"{len(sides)} sides but {len(placements)} placements")
+            raise UnratableMatch("unsupported_match", f"{len(sides)} sides but {len(placements)} placements")
         n = len(sides)
         scores = [[1.0 if placements[i] < placements[j] else 0.5 if placements[i] == placements[j] else 0.0
                    for j in range(n)] for i in range(n)]
@@ -321,7 +335,7 @@ def _sides_and_scores(match: Match | FreeForAll) -> tuple[tuple[tuple[Participan
         a, b = _SCORES[match.outcome]
         scores = [[0.5, a], [b, 0.5]]
     if len(sides) < 2:
-        raise ValueError(f"a match needs at least two sides, got {len(sides)}")
+        raise UnratableMatch("too_few_sides", f"a match needs at least two sides, got {len(sides)}")
     if any(not side for side in sides):
         raise ValueError("a side needs at least one player")
     return sides, scores
