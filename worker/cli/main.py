@@ -41,6 +41,7 @@ TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
 app.command()(service.migrate)
 app.command()(service.worker)
 app.command()(service.relay)
+app.command()(service.api)
 app.command()(matches.publish)
 app.command("import-football")(matches.import_football)
 app.command()(matches.generate)
