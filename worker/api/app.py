@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
 from worker.api import models, routes
-from worker.api.problems import ProblemError, problem_response
+from worker.api.problems import PROBLEM_MEDIA_TYPE, ProblemError, problem_response
 from worker.settings import Settings
 from worker.store import api_reads
 from worker.store.connection import DatabaseError, DatabaseUnreachable
@@ -128,4 +128,30 @@ def create_app(settings: Settings, pool: ConnectionPool | None) -> FastAPI:
                                 f"the database did not answer ({type(exc).__name__}); try again shortly",
                                 {"Retry-After": "5"})
 
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict:
+    """FastAPI's document with the errors as this API sends them: each problem response only as
+    ``application/problem+json``, the 422 FastAPI describes as its own validation error shape as a
+    problem too (:func:`_invalid` answers it so), and the bearer token optional (asked only when
+    ``RATINGS_API_TOKENS`` is set)."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+        for item in doc["paths"].values():
+            for operation in item.values():
+                if "security" in operation:  # tokens are a deployment's choice: none asked when none configured
+                    operation["security"] = [*operation["security"], {}]
+                for status, response in operation.get("responses", {}).items():
+                    if PROBLEM_MEDIA_TYPE in response.get("content", {}) or status == "422":
+                        response["content"] = problem
+                        response["description"] = "Problem details (RFC 9457)"
+        schemas = doc["components"]["schemas"]
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        app.openapi_schema = doc
+    return app.openapi_schema
