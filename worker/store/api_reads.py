@@ -69,27 +69,37 @@ class PlayerState:
     last_finished_at: datetime | None
 
 
+RANK_BY_WINDOW_FROM = 8
+"""From this many ids on, :func:`player_states` ranks with one window over the ladder (one ordered
+scan of its players); below, with one count over the rating index per id."""
+
+_STATES = """
+SELECT p.player_id, p.rating, {rank} AS rank,
+       p.games_played AS games, p.wins, p.draws, p.losses, p.peak_rating,
+       last.match_id AS last_match_id, last.finished_at AS last_finished_at
+  FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS asked(player_id, n)
+  JOIN {players} p ON p.ladder = %(ladder)s AND p.player_id = asked.player_id
+  LEFT JOIN LATERAL (
+        SELECT rc.match_id, l.finished_at
+          FROM rating_changes rc JOIN ledger l ON l.seq = rc.ledger_seq
+         WHERE rc.ladder = p.ladder AND rc.player_id = p.player_id AND rc.superseded_by IS NULL
+           AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = p.ladder), 0)
+         ORDER BY rc.sequence DESC LIMIT 1) last ON true
+ ORDER BY asked.n
+"""
+_STATES_COUNTED = _STATES.format(
+    rank="1 + (SELECT count(*) FROM players q WHERE q.ladder = p.ladder AND q.rating > p.rating)", players="players")
+_STATES_WINDOWED = _STATES.format(rank="p.rank", players="""(
+        SELECT *, rank() OVER (ORDER BY rating DESC) AS rank FROM players WHERE ladder = %(ladder)s)""")
+
+
 def player_states(conn: psycopg.Connection, ladder: str, player_ids: Sequence[str]) -> list[PlayerState]:
     """The states of those of ``player_ids`` that have a row on ``ladder`` (in the order asked; the
-    others are left out). Ranks are counted over the ``players_ladder_rating`` index."""
+    others are left out). Ranks: one count of higher ratings per id (the ``players_ladder_rating``
+    index), or from :data:`RANK_BY_WINDOW_FROM` ids on one ``rank()`` window over the ladder."""
+    sql = _STATES_WINDOWED if len(player_ids) >= RANK_BY_WINDOW_FROM else _STATES_COUNTED
     return conn.cursor(row_factory=class_row(PlayerState)).execute(
-        """
-        SELECT p.player_id, p.rating,
-               1 + (SELECT count(*) FROM players q WHERE q.ladder = p.ladder AND q.rating > p.rating) AS rank,
-               p.games_played AS games, p.wins, p.draws, p.losses, p.peak_rating,
-               last.match_id AS last_match_id, last.finished_at AS last_finished_at
-          FROM unnest(%(ids)s::text[]) WITH ORDINALITY AS asked(player_id, n)
-          JOIN players p ON p.ladder = %(ladder)s AND p.player_id = asked.player_id
-          LEFT JOIN LATERAL (
-                SELECT rc.match_id, l.finished_at
-                  FROM rating_changes rc JOIN ledger l ON l.seq = rc.ledger_seq
-                 WHERE rc.ladder = p.ladder AND rc.player_id = p.player_id AND rc.superseded_by IS NULL
-                   AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = p.ladder), 0)
-                 ORDER BY rc.sequence DESC LIMIT 1) last ON true
-         ORDER BY asked.n
-        """,
-        {"ladder": ladder, "ids": list(player_ids)},
-    ).fetchall()
+        sql, {"ladder": ladder, "ids": list(player_ids)}).fetchall()
 
 
 def leaderboard_moment(conn: psycopg.Connection) -> datetime:

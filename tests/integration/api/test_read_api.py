@@ -109,6 +109,9 @@ def test_a_batch_lookup_returns_every_known_player_in_the_order_asked_and_names_
         assert p["rank"] == 1 + sum(r > p["rating"] for r, _ in stored.values())
         assert p["deviation"] is None and p["provisional"] is None
     assert answer.body["not_found"] == ["nobody", "zz-unknown"]
+    for pid in PLAYERS[:5]:  # one at a time (ranked by another query than a batch's)
+        single = api.get(player_path("elo", pid)).body
+        assert single["rank"] == 1 + sum(r > single["rating"] for r, _ in stored.values())
 
 
 def test_a_batch_of_more_than_1000_players_is_refused_with_a_problem(api, rated):

@@ -140,7 +140,7 @@ def run_bench(config: BenchConfig) -> int:
     dbname = None
     try:
         if not (config.skip_service and config.skip_ledger and not config.producer_matches
-                and not config.paired_rounds):
+                and not config.paired_rounds and not config.api_seconds):
             from worker.devtools.embedded import EmbeddedServers
             from worker.store.migrate import migrate
 
@@ -168,6 +168,10 @@ def run_bench(config: BenchConfig) -> int:
                 results["paired"] = paired_bench(config, database_url, broker_url, log_dir)
             if not config.skip_ledger:
                 results["ledger"] = ledger_bench(config, database_url)
+            if config.api_seconds:
+                from worker.devtools.bench.api import api_bench
+
+                results["api"] = api_bench(config, database_url, broker_url, log_dir)
             if config.producer_matches:
                 results["producers"] = producer_bench(config, broker_url, rabbitmq_url)
     finally:
@@ -246,7 +250,8 @@ def replicated_redis_rates(config: BenchConfig, matches: list[dict[str, Any]]) -
 def correct(results: dict[str, Any]) -> bool:
     """Every correctness check of the run passed (nothing lost, no dead letter, verify exact)."""
     ok = results.get("engine", {}).get("fast_replay_identical", True)
-    for run in results.get("service", {}).get("runs", []) + results.get("paired", {}).get("runs", []):
+    for run in (results.get("service", {}).get("runs", []) + results.get("paired", {}).get("runs", [])
+                + results.get("api", {}).get("runs", [])):
         if not run["kind"].startswith("noop"):
             ok &= run["verify_ok"] and run["applied"] == run["messages"] and not run["dead_letters"]
     for size in results.get("ledger", {}).get("sizes", []):
