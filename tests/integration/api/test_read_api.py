@@ -256,3 +256,27 @@ def test_with_tokens_configured_v1_asks_for_one_and_health_does_not(env, api_rol
         assert answer.status == 200 and len(answer.body["rows"]) == 3
     finally:
         env.procs.stop("api-tokens")
+
+
+def test_a_rebuild_between_pages_ends_the_walk_with_stale_cursor(api, rated):
+    """Page 1, then `ratings rebuild --ladder elo` (a new history generation), then page 2: 409
+    ``stale_cursor``; a new walk from the top works."""
+    from ..test_chronological import run_cli
+
+    first = api.get("/v1/ladders/elo/leaderboard?limit=5")
+    assert first.status == 200 and first.body["next_cursor"]
+    done = run_cli("rebuild", "--ladder", "elo", "--by", "api-test")
+    assert done.returncode == 0, done.stdout + done.stderr
+    second = api.get(f"/v1/ladders/elo/leaderboard?limit=5&cursor={first.body['next_cursor']}")
+    assert second.status == 409 and second.body["code"] == "stale_cursor"
+    assert api.get("/v1/ladders/elo/leaderboard?limit=5").status == 200
+
+
+def test_health_and_metrics_answer_without_a_token(api, rated):
+    """/health is ok with the database; /metrics counts the requests answered, by route template."""
+    assert api.get("/health").body == {"status": "ok", "database": "ok"}
+    api.get(player_path("elo", "p01"))
+    metrics = api.get("/metrics")
+    assert metrics.status == 200
+    assert 'ratings_api_requests_total{method="GET",route="/v1/ladders/{ladder}/players/{player_id:path}",status="200"}' \
+        in metrics.body
