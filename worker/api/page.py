@@ -14,6 +14,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
+from worker.api.board import read_page
 from worker.api.cursor import Cursor, InvalidCursor
 from worker.api.routes import reading
 from worker.store import api_reads, read_models
@@ -93,20 +94,10 @@ def leaderboard_page(
                 start = None
         if start is not None and (start.generation != generation or not math.isfinite(start.rating)):
             start = None  # a walk a rebuild ended: back to the first page
-        at = start.at if start else api_reads.leaderboard_moment(conn)
-        entries = api_reads.leaderboard_page(conn, ladder, generation, at, PAGE_ROWS + 1,
-                                             (start.rating, start.player_id) if start else None)
-    seen, rank, last = (start.seen, start.rank, start.rating) if start else (0, 0, math.nan)
-    rows = []
-    for e in entries[:PAGE_ROWS]:
-        seen += 1
-        rank = rank if e.rating == last else seen
-        last = e.rating
-        rows.append((rank, e.player_id, e.rating, e.games))
-    next_cursor = (Cursor(at, generation, rows[-1][2], rows[-1][1], seen, rank).encode()
-                   if len(entries) > PAGE_ROWS and rows else None)
+        page = read_page(conn, ladder, generation, start, PAGE_ROWS)
     return templates.TemplateResponse(request, "leaderboard.html", {
-        "ladder": ladder, "q": "", "rows": rows, "next_cursor": next_cursor, "as_of": at, "first": start is None})
+        "ladder": ladder, "q": "", "rows": [(r.rank, r.player_id, r.rating, r.games) for r in page.rows],
+        "next_cursor": page.next_cursor, "as_of": page.at, "first": start is None})
 
 
 @router.get("/ladders/{ladder}/players/{player_id:path}", response_class=HTMLResponse)

@@ -12,13 +12,14 @@ import hashlib
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Body, Path, Query, Request
 from pydantic import BaseModel
 from starlette.responses import Response
 
 from worker.api import models
+from worker.api.board import read_page
 from worker.api.cursor import Cursor, InvalidCursor
 from worker.api.problems import ProblemError, problem_responses
 from worker.store import api_reads, read_models
@@ -119,9 +120,9 @@ def players_batch(request: Request, ladder: LADDER,
     return models.BatchResponse(players=[_state(s) for s in found], not_found=[p for p in asked if p not in have])
 
 
-def _page_start(conn: Connection, ladder: str, generation: int, cursor: str | None) -> tuple[Any, Cursor | None]:
+def _start(ladder: str, generation: int, cursor: str | None) -> Cursor | None:
     if cursor is None:
-        return api_reads.leaderboard_moment(conn), None
+        return None
     try:
         start = Cursor.decode(cursor)
     except InvalidCursor as exc:
@@ -132,7 +133,7 @@ def _page_start(conn: Connection, ladder: str, generation: int, cursor: str | No
     if start.generation != generation:
         raise ProblemError(409, "stale_cursor", "Stale cursor",
                            f"ladder {ladder!r} was rebuilt since the first page: start again without a cursor")
-    return start.at, start
+    return start
 
 
 @router.get("/ladders/{ladder}/leaderboard", response_model=models.LeaderboardPage,
@@ -148,20 +149,11 @@ def leaderboard(
     ladder meanwhile ends the walk (409 ``stale_cursor``)."""
     with reading(request) as conn:
         generation = _generation(conn, ladder)
-        at, start = _page_start(conn, ladder, generation, cursor)
-        after = (start.rating, start.player_id) if start else None
-        entries = api_reads.leaderboard_page(conn, ladder, generation, at, limit + 1, after)
-    seen, rank, last_rating = (start.seen, start.rank, start.rating) if start else (0, 0, math.nan)
-    rows = []
-    for e in entries[:limit]:
-        seen += 1
-        rank = rank if e.rating == last_rating else seen
-        last_rating = e.rating
-        rows.append(models.LeaderboardRow(rank=rank, player_id=e.player_id, rating=e.rating, games=e.games))
-    more = len(entries) > limit
-    next_cursor = (Cursor(at, generation, rows[-1].rating, rows[-1].player_id, seen, rank).encode()
-                   if more and rows else None)
-    return cached(request, models.LeaderboardPage(ladder=ladder, as_of=at, rows=rows, next_cursor=next_cursor))
+        page = read_page(conn, ladder, generation, _start(ladder, generation, cursor), limit)
+    return cached(request, models.LeaderboardPage(
+        ladder=ladder, as_of=page.at, next_cursor=page.next_cursor,
+        rows=[models.LeaderboardRow(rank=r.rank, player_id=r.player_id, rating=r.rating, games=r.games)
+              for r in page.rows]))
 
 
 @router.get("/ladders/{ladder}/history/{player_id:path}", response_model=models.History,

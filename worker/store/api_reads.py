@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import psycopg
 from psycopg.rows import class_row
@@ -21,7 +21,7 @@ from worker.store.connection import scalar
 class LadderInForce(NamedTuple):
     """A ladder's row of ``ladders`` with its policy: ``model`` (the policy content's ``model``,
     ``elo`` when it names none), ``policy_version``, the history ``generation``, the replay order,
-    the number of ``players``, and the policy's canonical ``content``."""
+    and the number of ``players``."""
 
     ladder: str
     policy_version: str
@@ -29,7 +29,6 @@ class LadderInForce(NamedTuple):
     generation: int
     apply_order: str
     players: int
-    content: dict[str, Any]
 
 
 def ladders_in_force(conn: psycopg.Connection) -> list[LadderInForce]:
@@ -37,7 +36,7 @@ def ladders_in_force(conn: psycopg.Connection) -> list[LadderInForce]:
     return conn.cursor(row_factory=class_row(LadderInForce)).execute(
         """
         SELECT l.ladder, l.policy_version, coalesce(p.content->>'model', 'elo') AS model, l.generation,
-               l.apply_order, (SELECT count(*) FROM players pl WHERE pl.ladder = l.ladder) AS players, p.content
+               l.apply_order, (SELECT count(*) FROM players pl WHERE pl.ladder = l.ladder) AS players
           FROM ladders l JOIN policies p ON p.version = l.policy_version
          ORDER BY l.ladder COLLATE "C"
         """
