@@ -61,3 +61,18 @@ def test_the_image_exposes_the_api_port():
     """The image's EXPOSE lists 8080 beside the worker's and relay's ports (ENTRYPOINT ratings: `docker run IMAGE api`)."""
     exposed = {p for keyword, args in _dockerfile_instructions() if keyword == "EXPOSE" for p in args.split()}
     assert str(API_PORT) in exposed
+
+
+def test_compose_runs_the_api_on_the_service_settings():
+    """deploy/compose.yaml: an `api` service from the one image, `ratings api --port 8080`, on the
+    service's environment, published on loopback 8080 once migrated, its health check on /health."""
+    from .test_deploy_files import _compose
+
+    services = _compose()["services"]
+    api = services["api"]
+    assert api["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
+    assert api["command"] == ["api", "--port", str(API_PORT)]
+    assert api["environment"] == services["worker"]["environment"]
+    assert api["ports"] == [f"127.0.0.1:{API_PORT}:{API_PORT}"]
+    assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert f"http://127.0.0.1:{API_PORT}/health" in " ".join(api["healthcheck"]["test"])
