@@ -67,7 +67,7 @@ def create_app(settings: Settings, pool: ConnectionPool | None) -> FastAPI:
     """The API for ``settings`` reading through ``pool`` (a :func:`worker.store.pool.open_read_pool`;
     ``None`` only to render the OpenAPI document, which opens no connection)."""
     app = FastAPI(title="Match rating worker: read API", version=API_VERSION, description=DESCRIPTION,
-                  docs_url="/docs", redoc_url=None)
+                  docs_url=None, redoc_url=None)  # their pages load scripts from a CDN; /openapi.json stays
     app.state.pool = pool
     app.state.tokens = settings.api_token_set
     metrics = Metrics()

@@ -83,7 +83,7 @@ def ladders(request: Request) -> Response:
         rows = api_reads.ladders_in_force(conn)
     return cached(request, models.Ladders(ladders=[
         models.Ladder(name=r.ladder, model=r.model, policy_version=r.policy_version, generation=r.generation,
-                      apply_order=r.apply_order, players=r.players) for r in rows]))  # type: ignore[arg-type]
+                      apply_order=r.apply_order, players=r.players) for r in rows]))
 
 
 def _state(s: api_reads.PlayerState) -> models.PlayerState:
@@ -193,7 +193,7 @@ def match(request: Request, match_id: Annotated[str, Path(min_length=1, max_leng
                            "(yet), or sent without a readable match_id")
     led = record.ledger
     return cached(request, models.MatchStatus(
-        match_id=match_id, status=_status(record), ladder=led.ladder if led else None,  # type: ignore[arg-type]
+        match_id=match_id, status=_status(record), ladder=led.ladder if led else None,
         finished_at=led.finished_at if led else None, applied_at=led.applied_at if led else None,
         policy_version=led.policy_version if led else None, placed_at_end=led.placed_at_end if led else None,
         redeliveries=led.redeliveries if led else 0,
