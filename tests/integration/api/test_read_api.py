@@ -258,6 +258,34 @@ def test_with_tokens_configured_v1_asks_for_one_and_health_does_not(env, api_rol
         env.procs.stop("api-tokens")
 
 
+def test_a_transaction_open_at_the_first_page_cannot_move_a_player_across_pages(env, api, rated):
+    """A transaction that raised the 10th player's rating by 1,000 is still open when page 1 (5 rows)
+    is read and commits before the next pages: the walk still shows every player once, at the
+    ratings committed before the first page (without the moment taken from the open transaction,
+    that player would jump above the cursor and be skipped)."""
+    before = _standings(env)
+    tenth = _expected_board(before)[9][1]
+    writer = psycopg.connect(env.database_url)
+    try:
+        writer.execute("UPDATE players SET rating = rating + 1000, updated_at = now()"
+                       " WHERE ladder = 'elo' AND player_id = %s", (tenth,))
+        first = api.get("/v1/ladders/elo/leaderboard?limit=5")
+        writer.commit()
+        rows, cursor = list(first.body["rows"]), first.body["next_cursor"]
+        while cursor:
+            page = api.get(f"/v1/ladders/elo/leaderboard?limit=5&cursor={cursor}").body
+            rows += page["rows"]
+            cursor = page["next_cursor"]
+        assert [(r["rank"], r["player_id"], r["rating"]) for r in rows] == _expected_board(before)
+        assert _standings(env)[tenth] == before[tenth] + 1000
+    finally:
+        writer.rollback()
+        writer.execute("UPDATE players SET rating = %s WHERE ladder = 'elo' AND player_id = %s",
+                       (before[tenth], tenth))
+        writer.commit()
+        writer.close()
+
+
 def test_a_rebuild_between_pages_ends_the_walk_with_stale_cursor(api, rated):
     """Page 1, then `ratings rebuild --ladder elo` (a new history generation), then page 2: 409
     ``stale_cursor``; a new walk from the top works."""
