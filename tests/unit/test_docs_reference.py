@@ -81,12 +81,30 @@ def test_every_doctor_check_has_a_runbook_entry() -> None:
     assert sorted(names - headings) == []
 
 
-def test_every_metric_has_a_runbook_alert_row() -> None:
-    """Each metric of the generated list has a row in the runbook's alerts table (an alert, or why none)."""
-    runbook = RUNBOOK.read_text(encoding="utf-8")
-    names = [m.name for m in reference.metric_rows()]
-    assert "ratings_messages_total" in names and "ratings_outbox_lag_seconds" in names
-    assert [n for n in names if f"| `{n}` |" not in runbook] == []
+def _runbook_section(heading: str) -> str:
+    """The runbook's text from ``heading`` (a ``## `` line) to the next ``## `` heading."""
+    text = RUNBOOK.read_text(encoding="utf-8")
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else None]
+
+
+def test_every_metric_has_a_runbook_alert_row_and_every_row_a_metric() -> None:
+    """Each metric of the generated list has a row in the runbook's alerts table (an alert, or why
+    none), and each row names a metric the code still serves."""
+    names = {m.name for m in reference.metric_rows()}
+    assert {"ratings_messages_total", "ratings_outbox_lag_seconds", "ratings_player_lock_waits"} <= names
+    rows = {line.split("`")[1] for line in _runbook_section("Alerts, one per metric").splitlines()
+            if line.startswith("| `ratings_")}
+    assert sorted(names - rows) == [], "metrics without a row in the runbook's alerts table"
+    assert sorted(rows - names) == [], "rows of the runbook's alerts table naming no metric of the code"
+
+
+def test_every_runbook_check_entry_is_a_doctor_check() -> None:
+    """The runbook describes no check that ``ratings doctor`` does not run."""
+    headings = {line[4:].strip() for line in _runbook_section("`ratings doctor` checks").splitlines()
+                if line.startswith("### ")}
+    assert sorted(headings - _doctor_check_names()) == []
 
 
 @pytest.mark.parametrize("name", sorted(reference.RENDERERS))
