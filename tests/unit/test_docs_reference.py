@@ -9,6 +9,7 @@ entry.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,14 @@ def test_a_marker_expands_to_a_table_or_a_page(name: str) -> None:
     assert "<!-- reference" not in text and len(text) > 200
     with pytest.raises(KeyError, match="no-such-page"):
         reference.expand("<!-- reference:no-such-page -->")
+
+
+def test_the_readme_stays_short_and_its_python_examples_compile() -> None:
+    """The README is the front page (about 250 lines at most; the rest belongs on the site), and its
+    Python examples are valid Python."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    assert len(blocks) >= 2
+    for block in blocks:
+        compile(block, "README.md", "exec")
