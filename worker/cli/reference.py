@@ -242,13 +242,6 @@ class _Unreachable:
         return fail
 
 
-def _family_labels(family: Any) -> tuple[str, ...]:
-    labels: list[str] = []
-    for sample in family.samples:
-        labels += [k for k in sample.labels if k not in labels and k not in ("le", "quantile")]
-    return tuple(labels)
-
-
 def metric_rows() -> list[MetricRow]:
     """Every ``ratings_*`` metric family: the process metrics registered by
     :mod:`worker.service.observability` (counters, histograms, gauges of worker and relay), and
@@ -262,14 +255,13 @@ def metric_rows() -> list[MetricRow]:
     for family in REGISTRY.collect():
         if family.name.startswith("ratings_"):
             name = family.name + ("_total" if family.type == "counter" else "")
-            label_names = tuple(getattr(_collector_of(family.name), "_labelnames", ())) or _family_labels(family)
-            rows[name] = MetricRow(name, family.type, label_names, family.documentation, "every worker and relay process")
+            rows[name] = MetricRow(name, family.type, _label_names(_collector_of(family.name)), family.documentation,
+                                   "every worker and relay process")
     collector = observability.DatabaseCollector("postgresql://docs@127.0.0.1:1/none?connect_timeout=1",
                                                 _Unreachable(), "ratings.rating-changed", {}, queue="ratings")
     scraped = [*collector.collect(), *lock_metrics.lock_wait_gauges(_NoRows())]  # type: ignore[arg-type]
     for family in scraped:
-        labels = tuple(getattr(family, "_labelnames", ())) or _family_labels(family)
-        rows.setdefault(family.name, MetricRow(family.name, family.type, labels, family.documentation,
+        rows.setdefault(family.name, MetricRow(family.name, family.type, _label_names(family), family.documentation,
                                                "the relay, read from PostgreSQL and Redis at each scrape"))
     return sorted(rows.values())
 
@@ -277,7 +269,16 @@ def metric_rows() -> list[MetricRow]:
 def _collector_of(name: str) -> Any:
     from prometheus_client import REGISTRY
 
-    return REGISTRY._names_to_collectors.get(name)  # label names even before the first sample
+    return REGISTRY._names_to_collectors[name]
+
+
+def _label_names(metric: Any) -> tuple[str, ...]:
+    """The label names a metric (or a scrape-time family) declares, even before its first sample.
+
+    prometheus_client has no public accessor for them; ``_labelnames`` is read without a default so
+    that a release that renames it fails the documentation build instead of listing no labels.
+    """
+    return tuple(metric._labelnames)
 
 
 def render_metrics() -> str:
