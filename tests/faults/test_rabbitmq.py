@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.rabbitmq]
 
 
 NODE_CONFIG = "net_ticktime = 10\ncluster_partition_handling = autoheal\n"
-"""rabbitmq.conf lines of every node, as the README recommends for production: a node that stops
+"""rabbitmq.conf lines of every node, as ``docs/operators/brokers.md`` recommends for production: a node that stops
 answering (frozen, paused VM) is declared down by the others after 7.5 to 12.5 s (``net_ticktime``,
 60 s by default, during which the cluster's metadata operations, a queue declaration among them,
 wait for it), and the partition its return makes heals by itself (``autoheal``)."""

@@ -114,7 +114,7 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
-    """Issue 14's run: 200 matches, batch size 1, two workers, through PgBouncer (pool_mode =
+    """The run that once failed: 200 matches, batch size 1, two workers, through PgBouncer (pool_mode =
     transaction, Debian's package): all 200 applied, no dead letter (before: 74 internal_error
     dead letters from prepared statements), and lock_timeout in force inside the transactions."""
     s = scenario()
@@ -162,8 +162,8 @@ def test_prepared_statements_through_a_pgbouncer_that_cannot_keep_them_are_an_er
     transaction mode, one server connection: a second worker's first prepared statement meets the
     first's, of the same name, in the shared server session (``DuplicatePreparedStatement``). That
     is an error of the environment (reason ``prepared_statements``, the setting to change named),
-    not of the message: no dead letter, nothing applied (issue 14's run made 74 ``internal_error``
-    dead letters of it). With the setting off the same message applies."""
+    not of the message: no dead letter, nothing applied (the run above once made 74
+    ``internal_error`` dead letters of it). With the setting off the same message applies."""
     s = scenario()
     bouncer = PgBouncer.start(tmp_path / "pgbouncer", s.admin_url, pool_size=1)
     pools = []
@@ -299,7 +299,7 @@ def test_a_url_of_the_wrong_kind_names_its_variable(scenario):
 
 @pytest.mark.redis_broker
 def test_publishing_into_an_evicting_redis_is_refused_and_doctor_reports_it(scenario, tmp_path):
-    """Issue 14: allkeys-lru with maxmemory 4mb evicted the queue; publishing is refused now."""
+    """A Redis with allkeys-lru and maxmemory 4mb evicted the queue; publishing into it is refused."""
     import redis
 
     from worker.devtools.embedded import EmbeddedServers

@@ -1,4 +1,4 @@
-"""The light producer install of the README, in a clean virtual environment: the project without
+"""The light producer install (``docs/game-backends/python.md``), in a clean virtual environment: the project without
 its dependencies plus Celery and pydantic; a match published from there is applied."""
 
 from __future__ import annotations

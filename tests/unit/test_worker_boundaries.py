@@ -95,7 +95,7 @@ def test_settings_require_the_visibility_timeout_above_the_time_limit():
 
 
 # ------------------------------------------------------------------------------------------------
-# The layout's rules (issue 12): kept by these tests and by the import-linter contracts.
+# The layout's rules (docs/decisions/0001-pure-engine-and-layers.md): kept by these tests and by the import-linter contracts.
 # ------------------------------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]

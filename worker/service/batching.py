@@ -62,7 +62,8 @@ that verdict. So:
   then counted as redeliveries).
 
 On the batched path a message is applied when its batch runs: ETA/countdown, expiry and revocation
-are not honoured (the rating path uses none of them: DESIGN.md forbids ETA and countdown on it).
+are not honoured (the rating path uses none of them: on Redis a delay past the visibility timeout
+would run a task twice; ``docs/decisions/0002-exactly-once-with-acks-late-and-a-ledger.md``).
 
 A reserved message waits for at most one batch before its own and is applied within one time
 limit, so ``visibility_timeout`` must exceed twice ``task_time_limit`` plus the flush interval

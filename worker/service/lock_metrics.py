@@ -1,4 +1,5 @@
-"""Metrics of player row lock waits (issue 15): the hottest waits, read at scrape time.
+"""Metrics of player row lock waits: the hottest waits, read at scrape time, so that an operator sees
+which player's held row defers matches (``docs/decisions/0006-defer-matches-of-held-players.md``).
 
 The rating transaction appends one ``player_lock_waits`` row per player row it found held by
 another transaction (:func:`worker.store.locking.record_lock_waits`). At each scrape the worker
