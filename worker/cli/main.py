@@ -21,6 +21,8 @@ from worker.cli.common import ExitCode, err  # noqa: E402
 from worker.cli.events import events_app, outbox_app  # noqa: E402
 from worker.cli.policy import check_published_command, policy_app  # noqa: E402
 from worker.extras import MissingExtra  # noqa: E402
+from worker.redis_url import InvalidSentinelUrl  # noqa: E402
+from worker.settings import SettingNotSet  # noqa: E402
 from worker.store.connection import DatabaseUnreachable  # noqa: E402
 
 app = typer.Typer(
@@ -138,6 +140,11 @@ def main() -> None:
         from rich.markup import escape
 
         err.print(f"[red]missing optional dependency[/red]: {escape(str(exc))}")
+        raise SystemExit(ExitCode.NOT_READY) from None
+    except (SettingNotSet, InvalidSentinelUrl) as exc:  # a setting the command needs, missing or unusable
+        from rich.markup import escape
+
+        err.print(f"[red]invalid settings[/red]: {escape(str(exc))}")
         raise SystemExit(ExitCode.NOT_READY) from None
     except ValueError as exc:
         err.print(f"[red]error[/red]: {exc}")
