@@ -53,9 +53,10 @@ MATCHES_RERATED = Counter("ratings_matches_rerated_total", "Stored matches re-ra
                           "placed in their chronological position)", ["ladder"])
 MESSAGE_LATENCY_SECONDS = Histogram(
     "ratings_message_latency_seconds", "Seconds from the worker receiving a message to its outcome committed "
-    "(applied, duplicate or dead letter), one observation per message: with batching, from the consumer taking "
-    "it into a batch's buffer, so the wait for company and for a free child counts; with RATINGS_BATCH_SIZE=1, "
-    "from its task starting in a worker child",
+    "(applied, duplicate or dead letter), one observation per message of the rating task: with batching, from "
+    "the consumer taking it into a batch's buffer, so the wait for company and for a free child counts; with "
+    "RATINGS_BATCH_SIZE=1, from its task starting in a worker child. Messages the consumer dead-letters itself "
+    "(undecodable, an unknown task) are not observed",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 """Observed by :func:`worker.service.tasks.record_handled`, once per handled message (a deferred
