@@ -26,7 +26,9 @@ from worker.settings import SettingNotSet  # noqa: E402
 from worker.store.connection import DatabaseUnreachable  # noqa: E402
 
 app = typer.Typer(
-    help="Match rating worker: rate finished matches exactly once.", no_args_is_help=True,
+    help="Match rating worker: rate finished matches exactly once.\n\nExit codes: 0 ok; 1 a check failed or "
+         "findings; 2 usage error (change the command); 3 environment not ready (settings, servers, schema, "
+         "ladders file: change the environment).", no_args_is_help=True,
     pretty_exceptions_enable=False, rich_markup_mode="markdown",
 )
 
@@ -58,11 +60,7 @@ def _root(
     version: Annotated[Optional[bool], typer.Option(
         "--version", callback=_print_version, is_eager=True, help="Print the installed version and exit.")] = None,
 ) -> None:
-    """Match rating worker: rate finished matches exactly once.
-
-    Exit codes: 0 ok; 1 a check failed or findings; 2 usage error (change the command);
-    3 environment not ready (settings, servers, schema, ladders file: change the environment).
-    """
+    """The options of ``ratings`` itself (the app's help text is the Typer app's)."""
 
 
 # Registration order within a panel is the order of `ratings --help`; panels, by who uses them,
