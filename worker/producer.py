@@ -1,14 +1,16 @@
 """Publishing match-finished messages, for game backends: the one Python producer of the wire format.
 
-Depends on ``schemas``, kombu and Celery only (no database driver, no worker settings): a game
-backend installs it with ``pip install 'match-rating-worker[producer]'`` (``docs/game-backends/python.md``). ::
+Depends on ``schemas``, Celery, kombu, redis-py and pydantic only (no database driver, no worker
+settings): the project's default install, which a game backend makes with
+``pip install match-rating-worker`` (the service itself is ``pip install 'match-rating-worker[server]'``).
+The packages ship ``py.typed``: a type checker reads these functions' annotations. ::
 
     from worker.producer import producer_app, publish_match
     app = producer_app("redis://localhost:6379/0")
     publish_match(app, match)      # a schemas.MatchFinished, or a dict with datetime/Decimal values
     publish_annulment(app, ["m-1"], reason="cheating", annulled_by="anti-cheat")  # void matches
 
-What goes on the wire (``docs/game-backends/wire-format.md``): a Celery protocol 2 task message for
+What goes on the wire (README, "Producers: the wire format"): a Celery protocol 2 task message for
 ``ratings.apply_match`` whose body is ``[[<match JSON>], {}, {<embed>}]``, pushed (``LPUSH``) on the
 Redis list of the queue (``ratings``; a priority puts it on kombu's list for that priority), or on
 RabbitMQ (``amqp://``/``amqps://``, :mod:`worker.broker`) published through the default exchange to

@@ -268,12 +268,13 @@ def _ratings(env: dict, *args: str):
 
 
 def test_commands_refuse_a_database_not_migrated_and_doctor_reports_it(scenario):
-    """One line and exit 2 for a command on a database never migrated; doctor's finding; migrate runs."""
+    """One line and exit 3 (environment not ready) for a command on a database never migrated;
+    doctor's finding (exit 1); migrate runs."""
     s = scenario(migrated=False)
     for args in (["leaderboard", "--ladder", "sedma"], ["verify", "--ladder", "sedma"], ["dead-letters", "list"],
                  ["relay"]):
         result = _ratings(s.env, *args)
-        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert result.returncode == 3, (args, result.stdout, result.stderr)
         assert "not migrated" in result.stderr and "ratings migrate" in result.stderr
         assert "Traceback" not in result.stderr
     doctor = _ratings(s.env, "doctor", "--skip-verify")
@@ -284,15 +285,15 @@ def test_commands_refuse_a_database_not_migrated_and_doctor_reports_it(scenario)
         conn.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "
                      "VALUES ('future', '9999.future', now())")
     newer = _ratings(s.env, "leaderboard", "--ladder", "sedma")
-    assert newer.returncode == 2 and "newer than this code" in newer.stderr
-    assert _ratings(s.env, "worker").returncode == 2
+    assert newer.returncode == 3 and "newer than this code" in newer.stderr
+    assert _ratings(s.env, "worker").returncode == 3
 
 
 def test_a_url_of_the_wrong_kind_names_its_variable(scenario):
     s = scenario()
     result = _ratings({**s.env, "RATINGS_DATABASE_URL": "mysql://user:secret@db/ratings"}, "leaderboard",
                       "--ladder", "sedma")
-    assert result.returncode == 2
+    assert result.returncode == 3
     assert "RATINGS_DATABASE_URL=mysql://... must be a PostgreSQL URL" in result.stderr
     assert "secret" not in result.stderr and "Traceback" not in result.stderr
 
@@ -314,7 +315,7 @@ def test_publishing_into_an_evicting_redis_is_refused_and_doctor_reports_it(scen
         path = tmp_path / "m.jsonl"
         path.write_text("".join(m.model_dump_json() + "\n" for m in generate_sedma_matches(3, players=4)))
         result = _ratings(env, "publish", str(path))
-        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.returncode == 3, result.stdout + result.stderr
         assert "maxmemory-policy is allkeys-lru" in result.stderr and "noeviction" in result.stderr
         assert client.llen(s.queue) == 0
         doctor = _ratings(env, "doctor", "--skip-verify")

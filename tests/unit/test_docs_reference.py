@@ -134,6 +134,8 @@ def test_the_metrics_reference_gives_each_metric_its_type_and_labels() -> None:
     that have no sample yet (a labelled counter never incremented)."""
     rows = {m.name: m for m in reference.metric_rows()}
     assert (rows["ratings_dead_letters_total"].type, rows["ratings_dead_letters_total"].labels) == ("counter", ("reason",))
-    assert (rows["ratings_apply_seconds"].type, rows["ratings_apply_seconds"].labels) == ("histogram", ())
+    assert (rows["ratings_message_latency_seconds"].type, rows["ratings_message_latency_seconds"].labels) == (
+        "histogram", ())
+    assert rows["ratings_deferred_matches_total"].labels == ("ladder",)
     assert (rows["ratings_consumer_lag_entries"].type, rows["ratings_consumer_lag_entries"].labels) == ("gauge", ("group", "state"))
     assert rows["ratings_player_lock_waits"].labels == ("ladder", "player_id")

@@ -14,7 +14,10 @@ import ast
 import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from worker.service.metric_info import MetricInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository (or installed tree) holding ``engine/``, ``schemas/`` and ``worker/``."""
@@ -209,83 +212,19 @@ def render_reason_codes() -> str:
 # --- metrics -----------------------------------------------------------------------------------
 
 
-class MetricRow(NamedTuple):
-    """One metric family as a scrape shows it."""
+def metric_rows() -> list[MetricInfo]:
+    """Every ``ratings_*`` metric the worker and the relay serve
+    (:func:`worker.service.observability.metric_catalogue`)."""
+    from worker.service.observability import metric_catalogue
 
-    name: str
-    type: str
-    labels: tuple[str, ...]
-    help: str
-    served_by: str
-    """Which processes serve it: every worker and relay (process metrics), or the relay (read at scrape time)."""
-
-
-class _NoRows:
-    """A database connection with no rows: the scrape-time gauges whose series come from rows
-    (the hottest player lock waits) still declare their families."""
-
-    def execute(self, *_: Any, **__: Any) -> _NoRows:
-        return self
-
-    def fetchall(self) -> list[Any]:
-        return []
-
-
-class _Unreachable:
-    """A Redis client whose every call fails, as during an outage: the collector still declares
-    its families (the metrics it serves), without series."""
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        def fail(*_: Any, **__: Any) -> Any:
-            raise ConnectionError(f"{name}: no server while the documentation is built")
-
-        return fail
-
-
-def metric_rows() -> list[MetricRow]:
-    """Every ``ratings_*`` metric family: the process metrics registered by
-    :mod:`worker.service.observability` (counters, histograms, gauges of worker and relay), and
-    the gauges its :class:`~worker.service.observability.DatabaseCollector` and
-    :mod:`worker.service.lock_metrics` build at each scrape."""
-    from prometheus_client import REGISTRY
-
-    from worker.service import lock_metrics, observability
-
-    rows: dict[str, MetricRow] = {}
-    for family in REGISTRY.collect():
-        if family.name.startswith("ratings_"):
-            name = family.name + ("_total" if family.type == "counter" else "")
-            rows[name] = MetricRow(name, family.type, _label_names(_collector_of(family.name)), family.documentation,
-                                   "every worker and relay process")
-    collector = observability.DatabaseCollector("postgresql://docs@127.0.0.1:1/none?connect_timeout=1",
-                                                _Unreachable(), "ratings.rating-changed", {}, queue="ratings")
-    scraped = [*collector.collect(), *lock_metrics.lock_wait_gauges(_NoRows())]  # type: ignore[arg-type]
-    for family in scraped:
-        rows.setdefault(family.name, MetricRow(family.name, family.type, _label_names(family), family.documentation,
-                                               "the relay, read from PostgreSQL and Redis at each scrape"))
-    return sorted(rows.values())
-
-
-def _collector_of(name: str) -> Any:
-    from prometheus_client import REGISTRY
-
-    return REGISTRY._names_to_collectors[name]
-
-
-def _label_names(metric: Any) -> tuple[str, ...]:
-    """The label names a metric (or a scrape-time family) declares, even before its first sample.
-
-    prometheus_client has no public accessor for them; ``_labelnames`` is read without a default so
-    that a release that renames it fails the documentation build instead of listing no labels.
-    """
-    return tuple(metric._labelnames)
+    return metric_catalogue()
 
 
 def render_metrics() -> str:
-    """The metrics table: name, type, labels, help text, where it comes from."""
-    lines = ["| metric | type | labels | help | served |", "|---|---|---|---|---|"]
+    """The metrics table: name, type, labels, help text, which processes record it."""
+    lines = ["| metric | type | labels | help | recorded by |", "|---|---|---|---|---|"]
     lines += [f"| `{m.name}` | {m.type} | {', '.join(f'`{label}`' for label in m.labels) or '–'} | "
-              f"{_cell(m.help)} | {m.served_by} |" for m in metric_rows()]
+              f"{_cell(m.help)} | {m.recorded_by} |" for m in metric_rows()]
     return "\n".join(lines) + "\n"
 
 
