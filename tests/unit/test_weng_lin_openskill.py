@@ -259,7 +259,7 @@ def test_the_draw_functions_have_no_jump_where_openskill_cuts_over() -> None:
     less than 1e-6, openskill's by about t."""
     from openskill.models.weng_lin.common import vt as openskill_vt
 
-    from engine.weng_lin import v_draw
+    from engine.gaussian import v_draw
 
     c = math.sqrt(2 * 1.0 + 2 * (25.0 / 6.0) ** 2)
     t = 0.1 / c
