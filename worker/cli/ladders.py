@@ -182,8 +182,13 @@ def verify(
 
 def _verify_json(result: VerifyResult) -> dict[str, Any]:
     """One ladder's :class:`worker.ops.verify.VerifyResult` as ``verify --json`` prints it."""
-    def pair(value: tuple[float, int] | None) -> dict[str, Any] | None:
-        return None if value is None else {"rating": value[0], "games": value[1]}
+    def pair(value: tuple[float | int | None, ...] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        state = {"rating": value[0], "games": value[1]}
+        if len(value) > 2:  # a ladder rated with uncertainty: its deviation, volatility, last match time
+            state.update(zip(("deviation", "volatility", "last_played"), value[2:]))
+        return state
 
     return {"ladder": result.ladder, "ok": result.ok, "matches": result.matches, "players": result.players,
             "policy_version": result.policy_version, "configured_version": result.configured_version,
