@@ -66,3 +66,19 @@ def test_glicko2_quality_falls_as_the_deviations_grow_with_time():
     states = {p: StoredState(1500.0, 10, 60.0, 0.06, 0.0) for p in ("ann", "ben")}
     soon, later = (prediction([["ann"], ["ben"]], states, policy, t) for t in (0.0, 365 * DAY))
     assert soon.win_probabilities == pytest.approx((0.5, 0.5)) and later.quality < soon.quality
+
+
+def test_verify_json_names_the_deviation_volatility_and_last_match_of_a_difference():
+    """`ratings verify --json` on a ladder rated with uncertainty: a difference's stored and replayed
+    states carry deviation, volatility and last_played beside rating and games; an Elo ladder's
+    keep the two fields they always had."""
+    from worker.cli.ladders import _verify_json
+    from worker.ops.verify import VerifyResult
+
+    glicko = VerifyResult("g", 3, 2, [("ann", (1500.0, 2, 200.0, 0.06, 10.0), (1501.0, 2, 199.0, 0.06, 10.0))])
+    [diff] = _verify_json(glicko)["differences"]
+    assert diff["stored"] == {"rating": 1500.0, "games": 2, "deviation": 200.0, "volatility": 0.06, "last_played": 10.0}
+    assert diff["replayed"]["deviation"] == 199.0
+    elo = VerifyResult("e", 3, 2, [("ann", (1200.0, 1), None)])
+    assert _verify_json(elo)["differences"] == [{"player_id": "ann", "stored": {"rating": 1200.0, "games": 1},
+                                                 "replayed": None}]
