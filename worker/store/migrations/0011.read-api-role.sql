@@ -1,4 +1,4 @@
--- depends: 0009.ledger-player-ids
+-- depends: 0010.player-uncertainty
 -- A read-only role for the read API (`ratings api`): it reads the ladders, policies, players,
 -- histories, corrections, annulments, the ledger, duplicate deliveries and dead letters, and
 -- writes nothing. Operators grant it to the login user the API connects with (docs/api.md).
