@@ -45,6 +45,7 @@ from worker.ops.evaluate.charts import (  # noqa: F401
 )
 from worker.ops.evaluate.metrics import (  # noqa: F401
     DEFAULT_DRIFT_EVERY,
+    DEVIANCE_CLAMP,
     FLAT_DRIFT,
     MAX_DRIFT_POINTS,
     MIN_YEARS_FOR_YEARLY_DRIFT,
@@ -54,6 +55,7 @@ from worker.ops.evaluate.metrics import (  # noqa: F401
     accuracy,
     brier_term,
     clip_probability,
+    deviance_term,
     log_loss_term,
     mean_and_std,
     mean_brier_score,

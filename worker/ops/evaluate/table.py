@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from worker.ops.evaluate.comparison import ModelComparison
 from worker.ops.evaluate.run import EvaluationReport
 
 # ------------------------------------------------------------------------------------------------
@@ -67,3 +68,63 @@ NOTES = (
     "the end (population std)."
 )
 """Printed under the table: how each figure is defined."""
+
+
+def _parameters_text(parameters: dict) -> str:
+    if "policy" in parameters:
+        return f"{parameters['policy']}: {parameters.get('description', '')}"
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in parameters.items())
+
+
+def comparison_table(comparison: ModelComparison):
+    """A rich :class:`rich.table.Table` of :func:`worker.ops.evaluate.comparison.compare_models`:
+    one row per model and data set (later-half scores, lower is better; the best model of each data
+    set marked), the published baselines below their data set's models."""
+    from rich.table import Table
+
+    table = Table(title="ratings evaluate --models: tuned on the earlier half, scored on the later half")
+    for name, justify in (("data set", "left"), ("model", "left"), ("deviance", "right"), ("log loss", "right"),
+                          ("Brier", "right"), ("tuning deviance", "right"), ("parameters (tuned)", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for data in comparison.data_sets:
+        best = comparison.best(data.name)
+        for r in (r for r in comparison.results if r.data_set == data.name):
+            mark = " (best)" if r is best else ""
+            table.add_row(data.name, r.model + mark, f"{r.evaluation.deviance:.4f}", f"{r.evaluation.log_loss:.4f}",
+                          f"{r.evaluation.brier:.4f}", f"{r.tuning.deviance:.4f}", _parameters_text(r.parameters))
+        for b in (b for b in comparison.baselines if b.data_set == data.name):
+            table.add_row(data.name, b.label, f"{b.evaluation.deviance:.4f}", f"{b.evaluation.log_loss:.4f}",
+                          f"{b.evaluation.brier:.4f}", "–", "published forecasts, not tuned here")
+        table.add_section()
+    return table
+
+
+def comparison_verdicts(comparison: ModelComparison) -> list[str]:
+    """One sentence per data set naming its best model and how it stands against the best shipped
+    Elo policy and the published baseline (later-half deviance)."""
+    lines = []
+    for data in comparison.data_sets:
+        best = comparison.best(data.name)
+        text = (f"{data.name}: best model {best.model} ({best.label}), deviance {best.evaluation.deviance:.4f} on "
+                f"matches {data.split + 1:,} to {data.matches:,} ({data.later_from} to {data.last})")
+        elo = [r for r in comparison.elo_policies if r.data_set == data.name]
+        if elo:
+            top = min(elo, key=lambda r: r.evaluation.deviance)
+            relation = "below" if best.evaluation.deviance < top.evaluation.deviance else "not below"
+            text += (f"; {relation} the best shipped Elo policy on this half ({top.label}, "
+                     f"{top.evaluation.deviance:.4f})")
+        for b in (b for b in comparison.baselines if b.data_set == data.name):
+            relation = "below" if best.evaluation.deviance < b.evaluation.deviance else "not below"
+            text += f"; {relation} {b.label} ({b.evaluation.deviance:.4f})"
+        lines.append(text + ".")
+    return lines
+
+
+COMPARISON_NOTES = (
+    "E = side A's expected score before the match (win probability + half the draw probability), s = its "
+    "result (1 / 0.5 / 0). Deviance = mean of −[s·log10 E + (1−s)·log10(1−E)], E clamped to [0.01, 0.99] "
+    "(Kaggle ChessRatings2, liglicko2; always ½ scores 0.30103). Log loss in nats, Brier = mean (E − s)². "
+    "Each model's parameters minimise the deviance on the earlier half (tuning deviance); the later half is "
+    "scored with ratings carried over. Elo's candidates are the shipped policy files."
+)
+"""Printed under the comparison table."""
