@@ -168,3 +168,65 @@ def test_coordinate_search_holds_parameters_outside_the_grid_and_refuses_unknown
     assert best.parameters == {"x": 2, "fixed": "a"}
     with pytest.raises(ValueError, match="without a starting value"):
         coordinate_search({"x": 0}, {"y": (1,)}, lambda p: 0.0)
+
+
+# ------------------------------------------------------------------ the comparison, end to end on a toy
+
+
+def _hand_elo_deviances(matches, k: float, split: int) -> tuple[float, float]:
+    """Mean deviance of each half under plain Elo from 1200, written out here independently."""
+    ratings: dict[str, float] = {}
+    terms: list[float] = []
+    for match in matches:
+        a, b = match.side_a[0].player_id, match.side_b[0].player_id
+        ra, rb = ratings.get(a, 1200.0), ratings.get(b, 1200.0)
+        e = 1 / (1 + 10 ** ((rb - ra) / 400))
+        s = {Outcome.SIDE_A_WON: 1.0, Outcome.DRAW: 0.5, Outcome.SIDE_B_WON: 0.0}[match.outcome]
+        c = min(max(e, 0.01), 0.99)
+        terms.append(-(s * math.log10(c) + (1 - s) * math.log10(1 - c)))
+        ratings[a], ratings[b] = ra + k * (s - e), rb - k * (s - e)
+    return math.fsum(terms[:split]) / split, math.fsum(terms[split:]) / (len(terms) - split)
+
+
+def _toy_league(n: int = 400) -> DataSet:
+    """Six players of fixed strength meeting in a fixed rotation; results from the strengths alone."""
+    strength = {"p0": 0, "p1": 1, "p2": 2, "p3": 3, "p4": 4, "p5": 5}
+    names = list(strength)
+    matches = []
+    for i in range(n):
+        a, b = names[i % 6], names[(i * 5 + 1 + i // 6) % 6]
+        if a == b:
+            b = names[(names.index(a) + 1) % 6]
+        diff = strength[a] - strength[b] + (1 if i % 7 == 0 else 0) - (1 if i % 11 == 0 else 0)
+        outcome = Outcome.SIDE_A_WON if diff > 0 else Outcome.SIDE_B_WON if diff < 0 else Outcome.DRAW
+        matches.append(_m(i, a, b, outcome))
+    return DataSet("toy", "six players", tuple(matches))
+
+
+def test_the_comparison_tunes_on_the_earlier_half_and_scores_the_later_half():
+    """A model whose one parameter is Elo's K, searched over 8, 16, 32, 64: the K chosen is the one
+    with the lowest earlier-half deviance by an independent Elo written out above, and the later-half
+    figure reported is that K's later half."""
+    from worker.ops.evaluate.comparison import ModelSpec, compare_models
+
+    data = _toy_league()
+    spec = ModelSpec("elo-k", lambda p: RatingPolicy(ConstantK(p["k"])), {"k": 16.0}, {"k": (8.0, 16.0, 32.0, 64.0)})
+    comparison = compare_models([data], [spec], policy_files=())
+    (result,) = comparison.results
+    hand = {k: _hand_elo_deviances(data.matches, k, data.split) for k in (8.0, 16.0, 32.0, 64.0)}
+    best_k = min(hand, key=lambda k: hand[k][0])
+    assert result.parameters == {"k": best_k}
+    assert result.tuning.deviance == pytest.approx(hand[best_k][0], rel=1e-12)
+    assert result.evaluation.deviance == pytest.approx(hand[best_k][1], rel=1e-12)
+    assert result.evaluation.matches == len(data.matches) - data.split
+    assert comparison.best("toy") is result
+    assert len(comparison.trials["toy/elo-k"]) == 4
+
+
+def test_the_comparison_is_deterministic():
+    """Two runs give identical figures (==), so the published table can be reproduced exactly."""
+    from worker.ops.evaluate.comparison import ModelSpec, compare_models
+
+    spec = ModelSpec("elo-k", lambda p: RatingPolicy(ConstantK(p["k"])), {"k": 16.0}, {"k": (8.0, 32.0)})
+    runs = [compare_models([_toy_league(200)], [spec], policy_files=()).to_json() for _ in range(2)]
+    assert runs[0] == runs[1]

@@ -225,9 +225,10 @@ def compare_models(data_sets: Sequence[DataSet], specs: Sequence[ModelSpec] | No
     comparison = ModelComparison([], [], [], [])
     for data in data_sets:
         comparison.data_sets.append(summarise(data))
-        chosen, elo_results = compare_elo(data, policy_files, progress)
-        comparison.results.append(chosen)
-        comparison.elo_policies.extend(elo_results)
+        if policy_files:
+            chosen, elo_results = compare_elo(data, policy_files, progress)
+            comparison.results.append(chosen)
+            comparison.elo_policies.extend(elo_results)
         for spec in MODEL_SPECS if specs is None else specs:
             result, trials = tune_model(spec, data, progress)
             comparison.results.append(result)

@@ -99,23 +99,29 @@ def comparison_table(comparison: ModelComparison):
     return table
 
 
+def _against(ours: float, theirs: float) -> str:
+    """How a deviance stands against another, as printed (to 4 decimals)."""
+    a, b = round(ours, 4), round(theirs, 4)
+    return "below" if a < b else "level with (to 4 decimals)" if a == b else "above"
+
+
 def comparison_verdicts(comparison: ModelComparison) -> list[str]:
-    """One sentence per data set naming its best model and how it stands against the best shipped
-    Elo policy and the published baseline (later-half deviance)."""
+    """One sentence per data set naming its best model (lowest later-half deviance) and how it
+    stands against the best shipped Elo policy on that half and against the published baseline."""
     lines = []
     for data in comparison.data_sets:
         best = comparison.best(data.name)
-        text = (f"{data.name}: best model {best.model} ({best.label}), deviance {best.evaluation.deviance:.4f} on "
-                f"matches {data.split + 1:,} to {data.matches:,} ({data.later_from} to {data.last})")
+        ours = best.evaluation.deviance
+        text = (f"{data.name}: the best model is {best.model}" + (f" (policy {best.label})" if best.model == "elo" else "")
+                + f", deviance {ours:.4f} on matches {data.split + 1:,} to {data.matches:,} "
+                f"({data.later_from} to {data.last})")
         elo = [r for r in comparison.elo_policies if r.data_set == data.name]
-        if elo:
+        if elo and best.model != "elo":
             top = min(elo, key=lambda r: r.evaluation.deviance)
-            relation = "below" if best.evaluation.deviance < top.evaluation.deviance else "not below"
-            text += (f"; {relation} the best shipped Elo policy on this half ({top.label}, "
-                     f"{top.evaluation.deviance:.4f})")
+            text += (f"; {_against(ours, top.evaluation.deviance)} the best shipped Elo policy on this half "
+                     f"({top.label}, {top.evaluation.deviance:.4f})")
         for b in (b for b in comparison.baselines if b.data_set == data.name):
-            relation = "below" if best.evaluation.deviance < b.evaluation.deviance else "not below"
-            text += f"; {relation} {b.label} ({b.evaluation.deviance:.4f})"
+            text += f"; {_against(ours, b.evaluation.deviance)} {b.label} ({b.evaluation.deviance:.4f})"
         lines.append(text + ".")
     return lines
 
