@@ -112,8 +112,9 @@ def comparison_verdicts(comparison: ModelComparison) -> list[str]:
     for data in comparison.data_sets:
         best = comparison.best(data.name)
         ours = best.evaluation.deviance
-        text = (f"{data.name}: the best model is {best.model}" + (f" (policy {best.label})" if best.model == "elo" else "")
-                + f", deviance {ours:.4f} on matches {data.split + 1:,} to {data.matches:,} "
+        policy = f" (policy {best.label})" if best.model == "elo" else ""
+        text = (f"{data.name}: the best model is {best.model}{policy}"
+                f", deviance {ours:.4f} on matches {data.split + 1:,} to {data.matches:,} "
                 f"({data.later_from} to {data.last})")
         elo = [r for r in comparison.elo_policies if r.data_set == data.name]
         if elo and best.model != "elo":
