@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def compare_models(data: list[str] | None, json_out: Path | None, chart: Path | 
                TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True, disable=quiet or not err.is_terminal) as progress:
         task = progress.add_task("tuning and scoring", total=None)
-        result = cmp.compare_models(loaded, progress=lambda n: progress.advance(task, n))
+        result = cmp.compare_models(loaded, workers=os.cpu_count() or 1, progress=lambda n: progress.advance(task, n))
     result.seconds = time.perf_counter() - started
     console.print(table.comparison_table(result))
     for line in table.comparison_verdicts(result):

@@ -38,32 +38,64 @@ SHIPPED_ELO_POLICIES = (
 @dataclass(frozen=True)
 class ModelSpec:
     """How a model with uncertainty is tuned: ``build`` makes its policy from parameters;
-    ``start`` holds every parameter's starting value (the engine's defaults); ``grid`` the values
-    tried for each tuned parameter (the others stay at ``start``)."""
+    ``start`` holds every parameter's starting value (the engine's defaults, and no home
+    advantage); ``grid`` the values tried for each tuned parameter (the others stay at ``start``);
+    ``rounds`` the rounds of :func:`coordinate_search`."""
 
     model: str
     build: Callable[[Parameters], AnyPolicy]
     start: Parameters
     grid: Mapping[str, Sequence[Any]]
+    rounds: int = 1
 
 
-def _glicko2(parameters: Parameters) -> AnyPolicy:
+HOME = "home_advantage"
+"""The parameter every model is given for the home side (:class:`.home.HomeAdvantage`), in its rating unit."""
+
+
+def _with_home(policy: Any, parameters: Parameters) -> AnyPolicy:
+    from worker.ops.evaluate.home import HomeAdvantage
+
+    points = parameters.get(HOME, 0.0)
+    return HomeAdvantage(policy, points) if points else policy
+
+
+def build_glicko2(parameters: Parameters) -> AnyPolicy:
+    """:class:`engine.glicko2.Glicko2Policy` with ``parameters`` (and a home advantage in rating points)."""
     from engine.glicko2 import Glicko2Policy
 
-    return Glicko2Policy(**parameters)
+    return _with_home(Glicko2Policy(**{k: v for k, v in parameters.items() if k != HOME}), parameters)
 
 
-def _weng_lin(model: str) -> Callable[[Parameters], AnyPolicy]:
-    def build(parameters: Parameters) -> AnyPolicy:
-        from engine.weng_lin import WengLinPolicy
+def build_weng_lin(parameters: Parameters) -> AnyPolicy:
+    """:class:`engine.weng_lin.WengLinPolicy` with ``parameters`` (``model`` among them; a home
+    advantage in mu units)."""
+    from engine.weng_lin import WengLinPolicy
 
-        return WengLinPolicy(model=model, **parameters)
-
-    return build
+    return _with_home(WengLinPolicy(**{k: v for k, v in parameters.items() if k != HOME}), parameters)
 
 
-MODEL_SPECS: tuple[ModelSpec, ...] = ()
-"""The models with uncertainty compared with Elo, and their search grids (filled in below)."""
+def _weng_lin_spec(model: str) -> ModelSpec:
+    # openskill's defaults: mu 25, sigma 25/3, beta 25/6, tau 25/300. A home advantage of 1.5 mu
+    # is about 57 % for evenly rated sides (the NFL's home share), 3 about 64 %.
+    return ModelSpec(model, build_weng_lin,
+                     {"model": model, HOME: 0.0, "beta": 25 / 6, "tau": 25 / 300, "sigma": 25 / 3},
+                     {HOME: (1.5, 3.0), "beta": (25 / 12, 25 / 3), "tau": (0.02, 0.3), "sigma": (25 / 6,)})
+
+
+MODEL_SPECS: tuple[ModelSpec, ...] = (
+    # lichess's defaults (engine.glicko2): initial deviation 500, volatility 0.09, tau 0.75,
+    # 0.21436 rating periods per day. Home advantage in rating points, as Elo's (65 for the NFL).
+    ModelSpec("glicko2", build_glicko2,
+              {HOME: 0.0, "tau": 0.75, "initial_deviation": 500.0, "periods_per_day": 0.21436},
+              {HOME: (50.0, 100.0), "tau": (0.3, 1.2), "initial_deviation": (200.0, 350.0),
+               "periods_per_day": (0.05, 1.0)}),
+    _weng_lin_spec("plackett_luce"),
+    _weng_lin_spec("bradley_terry_full"),
+    _weng_lin_spec("thurstone_mosteller_full"),
+)
+"""The models with uncertainty compared with Elo, and their search grids: one round of
+:func:`coordinate_search` from the engine's defaults, 9 or 8 replays of an earlier half each."""
 
 
 @dataclass(frozen=True)
@@ -198,41 +230,105 @@ def compare_elo(data: DataSet, policy_files: Sequence[Path] = SHIPPED_ELO_POLICI
 
 
 def tune_model(spec: ModelSpec, data: DataSet,
-               progress: Callable[[int], None] | None = None) -> tuple[ModelResult, list[Trial]]:
+               progress: Callable[[int], None] | None = None) -> tuple[list[ModelResult], list[Trial]]:
     """Tune ``spec`` on the earlier half of ``data`` by :func:`coordinate_search`, then replay the
-    whole with the best parameters and score the later half. Returns the result and every trial."""
+    whole with the best parameters and score the later half. When the best has a home advantage,
+    the same parameters without it are scored too (``label`` "<model> without home advantage"):
+    the policy as a ladder can use it today. Returns the results and every trial."""
 
     def objective(parameters: Parameters) -> float:
         deviance = replay_scores(spec.build(parameters), data, whole=False, progress=progress).earlier.deviance()
         assert deviance is not None
         return deviance
 
-    best, trials = coordinate_search(spec.start, spec.grid, objective)
-    halves = replay_scores(spec.build(best.parameters), data, progress=progress)
-    assert halves.later is not None
-    return ModelResult(data.name, spec.model, spec.model, dict(best.parameters), halves.earlier.scores(),
-                       halves.later.scores(), len(trials)), trials
+    best, trials = coordinate_search(spec.start, spec.grid, objective, rounds=spec.rounds)
+    points = [(spec.model, dict(best.parameters))]
+    if best.parameters.get(HOME):
+        points.append((f"{spec.model} without home advantage", {**best.parameters, HOME: 0.0}))
+    results = []
+    for label, parameters in points:
+        halves = replay_scores(spec.build(parameters), data, progress=progress)
+        assert halves.later is not None
+        results.append(ModelResult(data.name, spec.model, label, parameters, halves.earlier.scores(),
+                                   halves.later.scores(), len(trials)))
+    return results, trials
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One unit of work of :func:`compare_models`: Elo (``spec`` ``None``) or one model on one data set."""
+
+    data: DataSet
+    spec: ModelSpec | None
+    policy_files: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class _Done:
+    results: list[ModelResult]
+    elo_policies: list[ModelResult]
+    trials: list[Trial]
+    replayed: int
+
+
+def _run(job: _Job, progress: Callable[[int], None] | None = None) -> _Done:
+    replayed = 0
+
+    def count(n: int) -> None:
+        nonlocal replayed
+        replayed += n
+        if progress is not None:
+            progress(n)
+
+    if job.spec is None:
+        chosen, elo = compare_elo(job.data, job.policy_files, count)
+        return _Done([chosen], elo, [], replayed)
+    results, trials = tune_model(job.spec, job.data, count)
+    return _Done(results, [], trials, replayed)
+
+
+def _run_named(data: DataSet, model: str | None, policy_files: tuple[Path, ...]) -> _Done:
+    """:func:`_run` in a worker process: the spec found by name in :data:`MODEL_SPECS` (a spec's
+    ``build`` need not pickle)."""
+    spec = None if model is None else next(s for s in MODEL_SPECS if s.model == model)
+    return _run(_Job(data, spec, policy_files))
 
 
 def compare_models(data_sets: Sequence[DataSet], specs: Sequence[ModelSpec] | None = None, *,
-                   policy_files: Sequence[Path] = SHIPPED_ELO_POLICIES,
+                   policy_files: Sequence[Path] = SHIPPED_ELO_POLICIES, workers: int = 1,
                    progress: Callable[[int], None] | None = None,
                    clock: Callable[[], float] | None = None) -> ModelComparison:
     """Tune and score Elo and every model of ``specs`` (default :data:`MODEL_SPECS`) on each data
-    set (see the module docstring). ``progress`` gets the matches replayed since its last call;
-    ``clock`` (seconds, e.g. :func:`time.perf_counter`) times the run. Deterministic."""
+    set (see the module docstring). ``workers`` > 1 runs the (data set, model) pairs in that many
+    processes (only for the default specs; the figures are the same, each replay being
+    deterministic). ``progress`` gets the matches replayed since its last call (per finished pair
+    when in processes); ``clock`` (seconds, e.g. :func:`time.perf_counter`) times the run."""
     started = clock() if clock else 0.0
-    comparison = ModelComparison([], [], [], [])
+    chosen_specs = list(MODEL_SPECS if specs is None else specs)
+    files = tuple(policy_files)
+    jobs = [_Job(data, spec, files) for data in data_sets
+            for spec in ([None] if files else []) + chosen_specs]  # type: ignore[operator]
+    if workers > 1 and specs is None and len(jobs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")  # no fork of a process that runs threads
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+            futures = [pool.submit(_run_named, job.data, job.spec.model if job.spec else None, files) for job in jobs]
+            done = []
+            for future in futures:
+                done.append(future.result())
+                if progress is not None:
+                    progress(done[-1].replayed)
+    else:
+        done = [_run(job, progress) for job in jobs]
+    comparison = ModelComparison([summarise(data) for data in data_sets], [], [], [])
+    for job, finished in zip(jobs, done):
+        comparison.results.extend(finished.results)
+        comparison.elo_policies.extend(finished.elo_policies)
+        if job.spec is not None:
+            comparison.trials[f"{job.data.name}/{job.spec.model}"] = [asdict(t) for t in finished.trials]
     for data in data_sets:
-        comparison.data_sets.append(summarise(data))
-        if policy_files:
-            chosen, elo_results = compare_elo(data, policy_files, progress)
-            comparison.results.append(chosen)
-            comparison.elo_policies.extend(elo_results)
-        for spec in MODEL_SPECS if specs is None else specs:
-            result, trials = tune_model(spec, data, progress)
-            comparison.results.append(result)
-            comparison.trials[f"{data.name}/{spec.model}"] = [asdict(t) for t in trials]
         baseline = published_baseline(data, "FiveThirtyEight elo_prob1 (published)")
         if baseline is not None:
             comparison.baselines.append(baseline)

@@ -90,7 +90,7 @@ def comparison_table(comparison: ModelComparison):
         best = comparison.best(data.name)
         for r in (r for r in comparison.results if r.data_set == data.name):
             mark = " (best)" if r is best else ""
-            table.add_row(data.name, r.model + mark, f"{r.evaluation.deviance:.4f}", f"{r.evaluation.log_loss:.4f}",
+            table.add_row(data.name, ("elo" if r.model == "elo" else r.label) + mark, f"{r.evaluation.deviance:.4f}", f"{r.evaluation.log_loss:.4f}",
                           f"{r.evaluation.brier:.4f}", f"{r.tuning.deviance:.4f}", _parameters_text(r.parameters))
         for b in (b for b in comparison.baselines if b.data_set == data.name):
             table.add_row(data.name, b.label, f"{b.evaluation.deviance:.4f}", f"{b.evaluation.log_loss:.4f}",
@@ -112,8 +112,8 @@ def comparison_verdicts(comparison: ModelComparison) -> list[str]:
     for data in comparison.data_sets:
         best = comparison.best(data.name)
         ours = best.evaluation.deviance
-        policy = f" (policy {best.label})" if best.model == "elo" else ""
-        text = (f"{data.name}: the best model is {best.model}{policy}"
+        name = f"elo (policy {best.label})" if best.model == "elo" else best.label
+        text = (f"{data.name}: the best model is {name}"
                 f", deviance {ours:.4f} on matches {data.split + 1:,} to {data.matches:,} "
                 f"({data.later_from} to {data.last})")
         elo = [r for r in comparison.elo_policies if r.data_set == data.name]

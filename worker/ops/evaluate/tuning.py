@@ -9,6 +9,7 @@ a small grid of values per parameter, scored on the earlier half of a data set o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from engine import Match, RatingPolicy
 from engine.policy import AnyPolicy
 from engine.replay import Standing, replay_changes
 from worker.ops.evaluate.datasets import DataSet
+from worker.ops.evaluate.home import HomeAdvantage
 from worker.ops.evaluate.scoring import Scorecard
 
 Parameters = Mapping[str, Any]
@@ -24,23 +26,31 @@ Parameters = Mapping[str, Any]
 
 
 def side_a_expected(policy: AnyPolicy, match: Match, standings: Mapping[str, Standing]) -> float:
-    """Side A's expected score in [0, 1] (its win probability plus half its draw probability)
-    before ``match``, from ``standings`` (player id to state; absent players start from the
-    policy's initial state), as of ``match.played_at``.
+    """Side A's expected score in [0, 1] before ``match`` under a model with uncertainty, from
+    ``standings`` (player id to state; absent players start from the policy's initial state), as
+    of ``match.played_at`` (the policy's ``predict``: deviations grown to the match's time).
 
-    For a model with uncertainty this is :func:`engine.predict.predict` (deviations grown to the
-    match's time); an Elo policy's expected score is the one its update uses (home advantage and
-    the 400-point rule included), read from the rating change instead (:func:`replay_scores`).
+    When the prediction's win probabilities and draw probability make one distribution (they sum
+    to 1), E = P(side A wins) + ½ P(draw); when the win probabilities sum to 1 alone (Weng-Lin, as
+    openskill's ``predict_win``: the draw figure is a separate estimate), E = P(side A wins). Under
+    :class:`HomeAdvantage` the home side's states are raised first. (An Elo policy's expected score
+    is the one its update uses, home advantage and 400-point rule included: :func:`replay_scores`
+    reads it from the rating change instead.)
     """
-    from engine.predict import predict
-
-    sides = [[standings[p.player_id].state() if p.player_id in standings
-              else policy.initial_state(p.player_id)  # type: ignore[union-attr]
-              for p in side] for side in (match.side_a, match.side_b)]
-    prediction = predict(sides, policy, at=match.played_at)
-    expected = prediction.win_probabilities[0]
-    if prediction.draw_probability is not None:
-        expected += prediction.draw_probability / 2
+    new = policy.initial_state  # type: ignore[union-attr]
+    home = policy.home_players(match) if isinstance(policy, HomeAdvantage) else frozenset()
+    sides = []
+    for side in (match.side_a, match.side_b):
+        states = []
+        for p in side:
+            state = standings[p.player_id].state() if p.player_id in standings else new(p.player_id)
+            states.append(policy.raised(state) if p.player_id in home else state)  # type: ignore[union-attr]
+        sides.append(states)
+    prediction = policy.predict(sides, match.played_at)  # type: ignore[union-attr]
+    wins, draw = prediction.win_probabilities, prediction.draw_probability
+    expected = wins[0]
+    if draw is not None and abs(math.fsum(wins) + draw - 1.0) < 1e-9:
+        expected += draw / 2
     return expected
 
 
