@@ -77,25 +77,26 @@ def build_weng_lin(parameters: Parameters) -> AnyPolicy:
 
 def _weng_lin_spec(model: str) -> ModelSpec:
     # openskill's defaults: mu 25, sigma 25/3, beta 25/6, tau 25/300. A home advantage of 1.5 mu
-    # is about 57 % for evenly rated sides (the NFL's home share), 3 about 64 %.
+    # is about 57 % for evenly rated sides (the NFL's home share), 3 about 64 %. Team sports move
+    # more between matches than a chess player does, hence the larger beta and tau tried.
     return ModelSpec(model, build_weng_lin,
-                     {"model": model, HOME: 0.0, "beta": 25 / 6, "tau": 25 / 300, "sigma": 25 / 3},
-                     {HOME: (1.5, 3.0), "beta": (25 / 12, 25 / 3), "tau": (0.02, 0.3), "sigma": (25 / 6,)})
+                     {"model": model, "beta": 25 / 6, "tau": 25 / 300, "sigma": 25 / 3, HOME: 0.0},
+                     {"beta": (25 / 3, 50 / 3), "tau": (0.3, 1.0), "sigma": (25 / 6, 25 / 12), HOME: (1.5, 3.0)})
 
 
 MODEL_SPECS: tuple[ModelSpec, ...] = (
     # lichess's defaults (engine.glicko2): initial deviation 500, volatility 0.09, tau 0.75,
     # 0.21436 rating periods per day. Home advantage in rating points, as Elo's (65 for the NFL).
     ModelSpec("glicko2", build_glicko2,
-              {HOME: 0.0, "tau": 0.75, "initial_deviation": 500.0, "periods_per_day": 0.21436},
-              {HOME: (50.0, 100.0), "tau": (0.3, 1.2), "initial_deviation": (200.0, 350.0),
-               "periods_per_day": (0.05, 1.0)}),
+              {"tau": 0.75, "initial_deviation": 500.0, "periods_per_day": 0.21436, HOME: 0.0},
+              {"tau": (0.3, 1.2), "initial_deviation": (200.0, 350.0), "periods_per_day": (0.05, 1.0),
+               HOME: (50.0, 100.0)}),
     _weng_lin_spec("plackett_luce"),
     _weng_lin_spec("bradley_terry_full"),
     _weng_lin_spec("thurstone_mosteller_full"),
 )
 """The models with uncertainty compared with Elo, and their search grids: one round of
-:func:`coordinate_search` from the engine's defaults, 9 or 8 replays of an earlier half each."""
+:func:`coordinate_search` from the engine's defaults: 9 replays of an earlier half each."""
 
 
 @dataclass(frozen=True)
