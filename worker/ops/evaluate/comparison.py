@@ -76,12 +76,14 @@ def build_weng_lin(parameters: Parameters) -> AnyPolicy:
 
 
 def _weng_lin_spec(model: str) -> ModelSpec:
-    # openskill's defaults: mu 25, sigma 25/3, beta 25/6, tau 25/300. A home advantage of 1.5 mu
-    # is about 57 % for evenly rated sides (the NFL's home share), 3 about 64 %. Team sports move
-    # more between matches than a chess player does, hence the larger beta and tau tried.
+    # openskill's defaults: mu 25, sigma 25/3, beta 25/6, tau 25/300. Team sports move more from
+    # match to match than a chess player does, hence the larger beta and tau tried. A home
+    # advantage of h mu is P = 1/(1 + e^(-h/c)) with c about beta·√2 for settled ratings (Bradley-
+    # Terry): 57 % (the NFL's home share) is h = 1.7 at beta 25/6, 6.6 at beta 50/3.
     return ModelSpec(model, build_weng_lin,
                      {"model": model, "beta": 25 / 6, "tau": 25 / 300, "sigma": 25 / 3, HOME: 0.0},
-                     {"beta": (25 / 3, 50 / 3), "tau": (0.3, 1.0), "sigma": (25 / 6, 25 / 12), HOME: (1.5, 3.0)})
+                     {"beta": (25 / 3, 50 / 3, 100 / 3), "tau": (0.3, 1.0, 3.0), "sigma": (25 / 6, 25 / 12),
+                      HOME: (2.0, 4.0, 8.0)})
 
 
 MODEL_SPECS: tuple[ModelSpec, ...] = (
@@ -96,7 +98,8 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
     _weng_lin_spec("thurstone_mosteller_full"),
 )
 """The models with uncertainty compared with Elo, and their search grids: one round of
-:func:`coordinate_search` from the engine's defaults: 9 replays of an earlier half each."""
+:func:`coordinate_search` from the engine's defaults: 9 (Glicko-2) or 12 (Weng-Lin) replays of an
+earlier half each."""
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,8 @@ def comparison_table(comparison: ModelComparison):
         best = comparison.best(data.name)
         for r in (r for r in comparison.results if r.data_set == data.name):
             mark = " (best)" if r is best else ""
-            table.add_row(data.name, ("elo" if r.model == "elo" else r.label) + mark, f"{r.evaluation.deviance:.4f}", f"{r.evaluation.log_loss:.4f}",
+            model = ("elo" if r.model == "elo" else r.label) + mark
+            table.add_row(data.name, model, f"{r.evaluation.deviance:.4f}", f"{r.evaluation.log_loss:.4f}",
                           f"{r.evaluation.brier:.4f}", f"{r.tuning.deviance:.4f}", _parameters_text(r.parameters))
         for b in (b for b in comparison.baselines if b.data_set == data.name):
             table.add_row(data.name, b.label, f"{b.evaluation.deviance:.4f}", f"{b.evaluation.log_loss:.4f}",
