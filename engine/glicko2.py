@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, RatingChange
+from engine.predict import Prediction, check_sides, from_pairwise
 
 SCALE = 173.7178
 """Glicko-2 scale factor (the paper's step 2): ``μ = (r - 1500) / 173.7178``, ``φ = RD / 173.7178``."""
@@ -261,6 +262,10 @@ class Glicko2Policy:
         """Whether the rating may be ranked at ``at`` (deviation ≤ ``rankable_deviation``)."""
         return self.grown_deviation(state, at) <= self.rankable_deviation
 
+    def predict(self, sides: Sequence[Sequence[PlayerState]], at: float | None = None) -> Prediction:
+        """The forecast of a proposed match (:func:`glicko2_prediction` under this policy)."""
+        return glicko2_prediction(sides, self, at)
+
     def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
         """Rating changes of every player of ``match``, side by side, in match order.
 
@@ -375,3 +380,41 @@ def _player_change(
     result = "win" if actual > 0.5 else "draw" if actual == 0.5 else "loss"
     return RatingChange(pid, rating_before, rating_after, expected, actual, k, result, 0.0, False,
                         phi * SCALE, deviation_after, sigma, volatility_after)
+
+
+def glicko2_prediction(sides: Sequence[Sequence[PlayerState]], policy: Glicko2Policy,
+                       at: float | None = None) -> Prediction:
+    """Glicko-2's forecast of a proposed match, each side the composite the policy rates against
+    (mean μ, root-mean-square φ of its players' deviations grown to ``at``).
+
+    Side i beats side j with probability ``1 / (1 + exp(-g(φ_ij) (μ_i - μ_j)))``, with
+    ``φ_ij = sqrt(φ_i² + φ_j²)`` (Glickman, "Parameter estimation in large dynamic paired
+    comparison experiments", 1999, the expected outcome of a game between two uncertain ratings;
+    liglicko2's ``expected_score`` likewise). Glicko-2 has no draw model: ``draw_probability`` is
+    ``None``. The quality is TrueSkill's draw-likelihood quality (Herbrich, Minka and Graepel, 2007)
+    with the logistic's variance π²/3 as the performance variance 2β²:
+    ``g(φ_ij) × exp(-(μ_i - μ_j)² / (2 (π²/3 + φ_ij²)))``, in (0, 1], 1 only for equal ratings known
+    exactly. It falls as the deviations grow whenever ``|μ_i - μ_j| < sqrt(π²/3 + φ_ij²)`` (always
+    for equal ratings); for a mismatch wider than that more uncertainty makes a close game likelier,
+    as in TrueSkill. Raises ``ValueError`` for fewer than two sides or an empty side.
+    """
+    check_sides(sides)
+    composites = [_composite([(s.rating - CENTRE) / SCALE for s in side],
+                             [policy.grown_deviation(s, at) / SCALE for s in side]) for side in sides]
+
+    def spread(i: int, j: int) -> tuple[float, float]:
+        (mu_i, phi_i), (mu_j, phi_j) = composites[i], composites[j]
+        return mu_i - mu_j, phi_i * phi_i + phi_j * phi_j
+
+    def probability(i: int, j: int) -> float:
+        difference, variance = spread(i, j)
+        try:
+            return 1.0 / (1.0 + math.exp(-_g(math.sqrt(variance)) * difference))
+        except OverflowError:  # a gap beyond about 700 / g on the Glicko-2 scale: certain defeat
+            return 0.0
+
+    def quality(i: int, j: int) -> float:
+        difference, variance = spread(i, j)
+        return _g(math.sqrt(variance)) * math.exp(-difference * difference / (2.0 * (_PI_SQUARED / 3.0 + variance)))
+
+    return from_pairwise(probability, quality, len(sides))
