@@ -1,0 +1,598 @@
+"""Weng-Lin rating models (the models openskill implements) as a ladder's policy.
+
+Source: Ruby C. Weng and Chih-Jen Lin, "A Bayesian Approximation Method for Online Ranking",
+Journal of Machine Learning Research 12 (2011) 267-300. Each player's skill is a normal
+distribution N(mu, sigma^2); a side (the paper's "team") has strength theta_i = sum_j theta_ij, so
+mu_i = sum_j mu_ij and sigma_i^2 = sum_j sigma_ij^2. A match with k sides ranked r(1..k) (smaller
+is better, equal ranks are a tie) gives each side i two numbers, Omega_i (the step of the mean)
+and Delta_i (the share of variance removed), and each player j of side i is updated as
+
+    mu_ij    <- mu_ij + w_ij * (sigma_ij^2 / sigma_i^2) * Omega_i
+    sigma_ij <- sigma_ij * sqrt(max(1 - w_ij * (sigma_ij^2 / sigma_i^2) * Delta_i, kappa))
+
+(the player-level step at the end of each of the paper's Algorithms 1 to 4; kappa is the small
+positive floor of the paper's variance updates (28) and (44)), with w_ij the player's share of the
+match (partial play, in (0, 1]; 1 is the paper's update). The three models differ in Omega and
+Delta; see :func:`plackett_luce`, :func:`bradley_terry_full` and :func:`thurstone_mosteller_full`.
+gamma_i = sigma_i / c (Plackett-Luce) or sigma_i / c_iq (the pairwise models) is the paper's
+suggested damping of Delta.
+
+Standard library only; deterministic (the same inputs give bit-identical outputs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, RatingChange
+
+if TYPE_CHECKING:
+    from engine.predict import Prediction
+
+MODELS = ("plackett_luce", "bradley_terry_full", "thurstone_mosteller_full")
+"""The model names a policy file may give (``model = "..."``)."""
+
+SECONDS_PER_DAY = 86_400.0
+
+_SQRT2 = math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+class Skill(NamedTuple):
+    """One player's skill belief: mean ``mu`` and standard deviation ``sigma`` (rating points)."""
+
+    mu: float
+    sigma: float
+
+
+class SideUpdate(NamedTuple):
+    """The paper's per-side quantities: ``omega`` (the step of the side's mean, rating points) and
+    ``delta`` (the share of the side's variance to remove, unitless, before the kappa floor)."""
+
+    omega: float
+    delta: float
+
+
+# --- the normal distribution and the paper's truncated-normal functions ---------------------------
+
+
+def normal_cdf(x: float) -> float:
+    """Phi(x), the standard normal cumulative distribution, from ``erfc`` (accurate in the lower
+    tail, where ``1 + erf`` loses digits)."""
+    return 0.5 * math.erfc(-x / _SQRT2)
+
+
+def normal_pdf(x: float) -> float:
+    """phi(x), the standard normal density."""
+    return _INV_SQRT_2PI * math.exp(-0.5 * x * x)
+
+
+def v(x: float, t: float) -> float:
+    """The paper's V(x, t) = phi(x - t) / Phi(x - t) (Thurstone-Mosteller, a win; mean of a
+    truncated normal). Where Phi(x - t) underflows to 0 (x - t < -38) it returns the asymptote
+    -(x - t)."""
+    xt = x - t
+    denominator = normal_cdf(xt)
+    if denominator == 0.0:
+        return -xt
+    return normal_pdf(xt) / denominator
+
+
+def w(x: float, t: float) -> float:
+    """The paper's W(x, t) = V(x, t) * (V(x, t) + x - t), in (0, 1) (Thurstone-Mosteller, a win;
+    one minus the variance of a truncated normal). 1 where Phi(x - t) underflows."""
+    xt = x - t
+    if normal_cdf(xt) == 0.0:
+        return 1.0
+    value = v(x, t)
+    return value * (value + xt)
+
+
+def _draw_interval(x: float, t: float) -> tuple[float, float, float]:
+    """(|x|, Phi(t - |x|) - Phi(-t - |x|), phi(-t - |x|) - phi(t - |x|)) for the draw functions,
+    the difference of cumulatives taken from ``erfc`` so that it keeps its digits far in the tail."""
+    xx = abs(x)
+    b = 0.5 * (math.erfc((xx - t) / _SQRT2) - math.erfc((xx + t) / _SQRT2))
+    a = normal_pdf(-t - xx) - normal_pdf(t - xx)
+    return xx, b, a
+
+
+def v_draw(x: float, t: float) -> float:
+    """The paper's V~(x, t) (Thurstone-Mosteller, a draw): the mean of a standard normal truncated
+    to [-t - |x|, t - |x|], with the sign of -x. Where that interval's probability underflows to 0
+    it returns the asymptote -x + t (x > 0) or -x - t."""
+    xx, b, a = _draw_interval(x, t)
+    if b <= 0.0:
+        return -x - t if x < 0 else -x + t
+    return (-a if x < 0 else a) / b
+
+
+def w_draw(x: float, t: float) -> float:
+    """The paper's W~(x, t) (Thurstone-Mosteller, a draw): V~(x, t)^2 plus
+    ((t - |x|) phi(t - |x|) + (t + |x|) phi(-t - |x|)) / (Phi(t - |x|) - Phi(-t - |x|)).
+    1 where that probability underflows to 0."""
+    xx, b, _ = _draw_interval(x, t)
+    if b <= 0.0:
+        return 1.0
+    vd = v_draw(x, t)
+    return ((t - xx) * normal_pdf(t - xx) + (t + xx) * normal_pdf(-t - xx)) / b + vd * vd
+
+
+# --- the three models: Omega and Delta of each side -----------------------------------------------
+
+
+def plackett_luce(
+    mus: Sequence[float], variances: Sequence[float], ranks: Sequence[float], beta: float
+) -> list[SideUpdate]:
+    """Omega and Delta of each side under the Plackett-Luce model (the paper's Algorithm 4).
+
+    ``mus`` and ``variances`` are the sides' mu_i and sigma_i^2 (rating points, squared);
+    ``ranks`` their ranks (smaller is better; equal ranks tie). With
+    c = sqrt(sum_i (sigma_i^2 + beta^2)), C_q = {s : r(s) >= r(q)} and A_q = |{s : r(s) = r(q)}|,
+    p_iq = exp(mu_i / c) / sum_{s in C_q} exp(mu_s / c), and for each side i the sums run over
+    q with r(q) <= r(i):
+
+        Omega_i = sigma_i^2 / c * sum_q ([q = i] - p_iq) / A_q
+        Delta_i = gamma_i * sigma_i^2 / c^2 * sum_q p_iq (1 - p_iq) / A_q,  gamma_i = sigma_i / c
+
+    The exponentials are taken relative to the largest mu_s / c (the ratios are unchanged), so no
+    realistic rating overflows them.
+    """
+    k = len(mus)
+    c = math.sqrt(sum(variances) + k * beta * beta)
+    top = max(mus) / c
+    strengths = [math.exp(mu / c - top) for mu in mus]
+    sum_q = [sum(strengths[s] for s in range(k) if ranks[s] >= ranks[q]) for q in range(k)]
+    a = [sum(1 for s in range(k) if ranks[s] == ranks[q]) for q in range(k)]
+    updates = []
+    for i in range(k):
+        omega = 0.0
+        delta = 0.0
+        for q in range(k):
+            if ranks[q] <= ranks[i]:
+                p = strengths[i] / sum_q[q]
+                delta += p * (1.0 - p) / a[q]
+                omega += ((1.0 - p) if q == i else -p) / a[q]
+        variance = variances[i]
+        gamma = math.sqrt(variance) / c
+        updates.append(SideUpdate(omega * variance / c, gamma * delta * variance / (c * c)))
+    return updates
+
+
+def _logistic(x: float) -> float:
+    """1 / (1 + exp(-x)) without overflow for large |x|."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def _pair_score(own: float, other: float) -> float:
+    """1, 1/2 or 0 as the side ranked ``own`` finished above, level with or below ``other``."""
+    return 1.0 if other > own else 0.5 if other == own else 0.0
+
+
+def bradley_terry_full(
+    mus: Sequence[float], variances: Sequence[float], ranks: Sequence[float], beta: float
+) -> list[SideUpdate]:
+    """Omega and Delta of each side under the Bradley-Terry model with full pairing (the paper's
+    Algorithm 1): every pair of sides is a two-side game. With
+    c_iq = sqrt(sigma_i^2 + sigma_q^2 + 2 beta^2), p_iq = 1 / (1 + exp((mu_q - mu_i) / c_iq)) and
+    s = 1, 1/2 or 0 as side i ranked above, level with or below side q:
+
+        Omega_i = sum_{q != i} sigma_i^2 / c_iq * (s - p_iq)
+        Delta_i = sum_{q != i} gamma_iq * sigma_i^2 / c_iq^2 * p_iq * p_qi,  gamma_iq = sigma_i / c_iq
+    """
+    k = len(mus)
+    two_beta_sq = 2.0 * beta * beta
+    updates = []
+    for i in range(k):
+        omega = 0.0
+        delta = 0.0
+        variance = variances[i]
+        sigma = math.sqrt(variance)
+        for q in range(k):
+            if q == i:
+                continue
+            c_iq = math.sqrt(variance + variances[q] + two_beta_sq)
+            p = _logistic((mus[i] - mus[q]) / c_iq)
+            omega += variance / c_iq * (_pair_score(ranks[i], ranks[q]) - p)
+            delta += (sigma / c_iq) * variance / (c_iq * c_iq) * p * (1.0 - p)
+        updates.append(SideUpdate(omega, delta))
+    return updates
+
+
+def thurstone_mosteller_full(
+    mus: Sequence[float],
+    variances: Sequence[float],
+    ranks: Sequence[float],
+    beta: float,
+    epsilon: float,
+) -> list[SideUpdate]:
+    """Omega and Delta of each side under the Thurstone-Mosteller model with full pairing (the
+    paper's Algorithm 3), ``epsilon`` the draw margin (rating points). With
+    c_iq = sqrt(sigma_i^2 + sigma_q^2 + 2 beta^2), x = (mu_i - mu_q) / c_iq, t = epsilon / c_iq and
+    gamma_iq = sigma_i / c_iq, each other side q adds to Omega_i and Delta_i:
+
+    * side i ranked above q: sigma_i^2 / c_iq * V(x, t) and gamma_iq sigma_i^2 / c_iq^2 * W(x, t);
+    * below: -sigma_i^2 / c_iq * V(-x, t) and gamma_iq sigma_i^2 / c_iq^2 * W(-x, t);
+    * level (a draw): sigma_i^2 / c_iq * V~(x, t) and gamma_iq sigma_i^2 / c_iq^2 * W~(x, t)
+
+    (:func:`v`, :func:`w`, :func:`v_draw`, :func:`w_draw`). Thurstone-Mosteller is the model
+    TrueSkill approximates (a normal performance difference with a draw margin).
+    """
+    k = len(mus)
+    two_beta_sq = 2.0 * beta * beta
+    updates = []
+    for i in range(k):
+        omega = 0.0
+        delta = 0.0
+        variance = variances[i]
+        sigma = math.sqrt(variance)
+        for q in range(k):
+            if q == i:
+                continue
+            c_iq = math.sqrt(variance + variances[q] + two_beta_sq)
+            x = (mus[i] - mus[q]) / c_iq
+            t = epsilon / c_iq
+            step = variance / c_iq
+            shrink = (sigma / c_iq) * variance / (c_iq * c_iq)
+            if ranks[q] > ranks[i]:
+                omega += step * v(x, t)
+                delta += shrink * w(x, t)
+            elif ranks[q] < ranks[i]:
+                omega -= step * v(-x, t)
+                delta += shrink * w(-x, t)
+            else:
+                omega += step * v_draw(x, t)
+                delta += shrink * w_draw(x, t)
+        updates.append(SideUpdate(omega, delta))
+    return updates
+
+
+# --- rating a match --------------------------------------------------------------------------------
+
+
+def rate_sides(
+    model: str,
+    sides: Sequence[Sequence[Skill]],
+    ranks: Sequence[float],
+    *,
+    beta: float,
+    kappa: float,
+    epsilon: float = 0.1,
+    weights: Sequence[Sequence[float]] | None = None,
+) -> list[list[Skill]]:
+    """The skills after one match, side by side in the order given.
+
+    ``sides``: each side's players' skills (the sigmas already grown by any dynamics); ``ranks``:
+    each side's rank (smaller is better, equal ranks tie); ``weights``: each player's share of the
+    match in (0, 1] (partial play), or ``None`` for all 1; ``beta`` (rating points): the spread of
+    a performance around the skill; ``kappa``: the floor of a variance's shrink factor;
+    ``epsilon``: the Thurstone-Mosteller draw margin (rating points). The side aggregates are the
+    paper's (sum of means, sum of variances; a weight scales only the player's own step). Raises
+    ``ValueError`` for an unknown model, fewer than two sides, an empty side, or a mismatch of
+    lengths.
+    """
+    if len(sides) < 2 or len(ranks) != len(sides):
+        raise ValueError(f"a match needs two or more sides, one rank each (got {len(sides)} sides, {len(ranks)} ranks)")
+    if any(not side for side in sides):
+        raise ValueError("every side needs at least one player")
+    mus = [math.fsum(p.mu for p in side) for side in sides]
+    variances = [math.fsum(p.sigma * p.sigma for p in side) for side in sides]
+    updates = _side_updates(model, mus, variances, ranks, beta, epsilon)
+    result = []
+    for index, side in enumerate(sides):
+        omega, delta = updates[index]
+        variance = variances[index]
+        side_weights = weights[index] if weights is not None else None
+        players = []
+        for j, player in enumerate(side):
+            weight = side_weights[j] if side_weights is not None else 1.0
+            share = weight * player.sigma * player.sigma / variance
+            players.append(
+                Skill(
+                    player.mu + share * omega,
+                    player.sigma * math.sqrt(max(1.0 - share * delta, kappa)),
+                )
+            )
+        result.append(players)
+    return result
+
+
+def _side_updates(
+    model: str,
+    mus: Sequence[float],
+    variances: Sequence[float],
+    ranks: Sequence[float],
+    beta: float,
+    epsilon: float,
+) -> list[SideUpdate]:
+    if model == "plackett_luce":
+        return plackett_luce(mus, variances, ranks, beta)
+    if model == "bradley_terry_full":
+        return bradley_terry_full(mus, variances, ranks, beta)
+    if model == "thurstone_mosteller_full":
+        return thurstone_mosteller_full(mus, variances, ranks, beta, epsilon)
+    raise ValueError(f"unknown Weng-Lin model {model!r}; expected one of {', '.join(MODELS)}")
+
+
+def win_probability(a: Skill, b: Skill, beta: float) -> float:
+    """P(side a beats side b) = Phi((mu_a - mu_b) / sqrt(2 beta^2 + sigma_a^2 + sigma_b^2)), the
+    Thurstone-Mosteller probability of the performance difference (openskill's ``predict_win``
+    for two sides; a and b are the sides' aggregate skills)."""
+    return normal_cdf((a.mu - b.mu) / math.sqrt(2.0 * beta * beta + a.sigma * a.sigma + b.sigma * b.sigma))
+
+
+def _side_skill(side: Sequence[Skill]) -> Skill:
+    return Skill(math.fsum(p.mu for p in side), math.sqrt(math.fsum(p.sigma * p.sigma for p in side)))
+
+
+def predict_win(sides: Sequence[Sequence[Skill]], beta: float) -> list[float]:
+    """Each side's probability of winning (sum 1), as openskill's ``predict_win``: for two sides
+    :func:`win_probability`; for more, each side's mean pairwise win probability against the
+    others, normalised to sum 1 (a generalisation of Ibstedt's two-side formula)."""
+    skills = [_side_skill(side) for side in sides]
+    n = len(skills)
+    if n == 2:
+        p = win_probability(skills[0], skills[1], beta)
+        return [p, 1.0 - p]
+    means = [
+        sum(win_probability(skills[i], skills[j], beta) for j in range(n) if j != i) / (n - 1) for i in range(n)
+    ]
+    total = sum(means)
+    return [m / total for m in means]
+
+
+def predict_draw(sides: Sequence[Sequence[Skill]], beta: float) -> float:
+    """The probability of a draw, as openskill's ``predict_draw``: with N players in all, a draw
+    margin m = sqrt(N) * beta * Phi^-1((1 + 1/N) / 2) (TrueSkill's margin for a draw rate of 1/N),
+    the mean over pairs of sides of P(|performance difference| < m) =
+    Phi((m - d) / s) - Phi((-d - m) / s), d = mu_a - mu_b, s = sqrt(2 beta^2 + sigma_a^2 + sigma_b^2)."""
+    skills = [_side_skill(side) for side in sides]
+    players = sum(len(side) for side in sides)
+    margin = math.sqrt(players) * beta * _inverse_normal_cdf((1.0 + 1.0 / players) / 2.0)
+    pairs = []
+    for i in range(len(skills)):
+        for j in range(i + 1, len(skills)):
+            a, b = skills[i], skills[j]
+            spread = math.sqrt(2.0 * beta * beta + a.sigma * a.sigma + b.sigma * b.sigma)
+            d = a.mu - b.mu
+            pairs.append(normal_cdf((margin - d) / spread) - normal_cdf((-d - margin) / spread))
+    return sum(pairs) / len(pairs)
+
+
+def match_quality(sides: Sequence[Sequence[Skill]], beta: float) -> float:
+    """A match quality in (0, 1]: over pairs of sides, the mean of
+
+        sqrt(2 beta^2 / s^2) * exp(-d^2 / (4 beta^2)),  d = mu_a - mu_b,
+        s^2 = 2 beta^2 + sigma_a^2 + sigma_b^2.
+
+    The first factor is TrueSkill's (Herbrich, Minka and Graepel, "TrueSkill: A Bayesian Skill
+    Rating System", NIPS 2006: the two-side quality, a draw's likelihood relative to a sure draw's);
+    the second is TrueSkill's exponential at sigma 0, how even the sides are if their means were
+    exact. TrueSkill itself puts s^2 in the exponential too, which lets an uneven match's quality
+    rise as the sigmas grow (mus 0 and 7, sigma 1 to 2: 0.499 to 0.508); here quality is 1 only for
+    equal means and no uncertainty, and falls strictly as any sigma grows or the means part.
+    """
+    skills = [_side_skill(side) for side in sides]
+    two_beta_sq = 2.0 * beta * beta
+    values = []
+    for i in range(len(skills)):
+        for j in range(i + 1, len(skills)):
+            a, b = skills[i], skills[j]
+            spread_sq = two_beta_sq + a.sigma * a.sigma + b.sigma * b.sigma
+            d = a.mu - b.mu
+            values.append(math.sqrt(two_beta_sq / spread_sq) * math.exp(-d * d / (2.0 * two_beta_sq)))
+    return sum(values) / len(values)
+
+
+def _inverse_normal_cdf(p: float) -> float:
+    from statistics import NormalDist  # standard library; imported here as only predictions need it
+
+    return NormalDist().inv_cdf(p)
+
+
+# --- the policy ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WengLinPolicy:
+    """A ladder rated by one of the Weng-Lin models (:data:`MODELS`), implementing
+    :class:`engine.policy.UncertaintyPolicy`. A player's ``rating`` is mu and ``deviation`` sigma
+    (rating points; ``volatility`` stays ``None``).
+
+    * ``mu``, ``sigma``: a new player's skill (openskill's defaults 25 and 25/3);
+    * ``beta``: the spread of one performance around the skill (25/6);
+    * ``kappa``: the floor of a variance's shrink factor (1e-4);
+    * ``tau``: additive dynamics per match, sigma^2 + tau^2 before each match (25/300);
+    * ``tau_per_day``: growth with inactivity, sigma^2 + tau_per_day^2 * days since the player's
+      last match (both matches' ``played_at``), capped at ``sigma``; 0 (off) by default, as in
+      openskill, which has no clock;
+    * ``limit_sigma``: a match never leaves a player's sigma above what it was before the match
+      (before ``tau``), as openskill's ``limit_sigma``;
+    * ``epsilon``: the Thurstone-Mosteller draw margin (0.1, openskill's default);
+    * ``conservative_k``: the conservative rating is mu - k * sigma (3, openskill's ``ordinal``);
+    * ``version``: content hash of the configuration the policy was read from.
+
+    Ranks come from the match: side A ahead of side B, level on a draw; a free-for-all's
+    placements. Each player's update is scaled by its ``Participant.weight`` (partial play).
+    """
+
+    model: str = "plackett_luce"
+    mu: float = 25.0
+    sigma: float = 25.0 / 3.0
+    beta: float = 25.0 / 6.0
+    kappa: float = 0.0001
+    tau: float = 25.0 / 300.0
+    tau_per_day: float = 0.0
+    limit_sigma: bool = False
+    epsilon: float = 0.1
+    conservative_k: float = 3.0
+    version: str = ""
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(f"unknown Weng-Lin model {self.model!r}; expected one of {', '.join(MODELS)}")
+        for name in ("sigma", "beta"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 (got {getattr(self, name)!r})")
+        if not 0 < self.kappa < 1:
+            raise ValueError(f"kappa must be in (0, 1) (got {self.kappa!r})")
+        for name in ("tau", "tau_per_day", "epsilon"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0 (got {getattr(self, name)!r})")
+
+    def initial_state(self, player_id: str) -> PlayerState:
+        """The state every player starts from: mu and sigma of the policy."""
+        return PlayerState(rating=self.mu, deviation=self.sigma)
+
+    def display(self, state: PlayerState, at: float | None) -> PlayerState:
+        """``state`` as of ``at`` (seconds since the epoch): sigma grown by ``tau_per_day`` for the
+        days since ``state.last_played`` (capped at the policy's ``sigma``; computed, never stored).
+        Unchanged when ``at`` or ``last_played`` is ``None`` or the growth is off."""
+        sigma = self._sigma_at(state, at)
+        if sigma == state.deviation:
+            return state
+        return PlayerState(
+            rating=state.rating,
+            games_played=state.games_played,
+            peak_rating=state.peak_rating,
+            season=state.season,
+            deviation=sigma,
+            volatility=state.volatility,
+            last_played=state.last_played,
+        )
+
+    def conservative(self, state: PlayerState, at: float | None = None, k: float | None = None) -> float:
+        """mu - k * sigma as of ``at`` (k defaults to ``conservative_k``, 3: openskill's
+        ``ordinal``); the rating a leaderboard ranks by."""
+        factor = self.conservative_k if k is None else k
+        return state.rating - factor * self._sigma_at(state, at)
+
+    def _sigma_at(self, state: PlayerState, at: float | None) -> float:
+        sigma = self.sigma if state.deviation is None else state.deviation
+        if self.tau_per_day == 0.0 or at is None or state.last_played is None or at <= state.last_played:
+            return sigma
+        if sigma >= self.sigma:
+            return sigma
+        days = (at - state.last_played) / SECONDS_PER_DAY
+        return min(math.sqrt(sigma * sigma + self.tau_per_day * self.tau_per_day * days), self.sigma)
+
+    def _skill_before(self, state: PlayerState, at: float | None) -> tuple[float, Skill]:
+        """(sigma as of the match, the skill the match is rated from with ``tau`` added)."""
+        sigma = self._sigma_at(state, at)
+        return sigma, Skill(state.rating, math.sqrt(sigma * sigma + self.tau * self.tau))
+
+    def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
+        """Rating changes of every player of ``match``, side by side, in match order.
+
+        A player absent from ``states`` starts from :meth:`initial_state`. ``rating_before`` and
+        ``deviation_before`` are mu and sigma as of the match (after any inactivity growth, before
+        ``tau``); ``expected_score`` is the side's mean pairwise win probability
+        (:func:`win_probability`) and ``actual_score`` its mean pairwise score (1, 1/2, 0);
+        ``k_factor`` is the effective step (rating_after - rating_before) / (actual - expected), 0
+        when they are equal. Raises ``ValueError`` for an empty side, fewer than two sides or a
+        weight outside (0, 1].
+        """
+        sides_participants, ranks = _sides_and_ranks(match)
+        at = match.played_at
+        befores: list[list[tuple[PlayerState, float]]] = []
+        skills: list[list[Skill]] = []
+        weights: list[list[float]] = []
+        for side in sides_participants:
+            side_before = []
+            side_skills = []
+            side_weights = []
+            for participant in side:
+                if not 0.0 < participant.weight <= 1.0:
+                    raise ValueError(
+                        f"weight of {participant.player_id!r} must be in (0, 1] (got {participant.weight!r})"
+                    )
+                state = states.get(participant.player_id)
+                if state is None:
+                    state = self.initial_state(participant.player_id)
+                elif not isinstance(state, PlayerState):
+                    raise TypeError(f"Weng-Lin rates from PlayerState, not {type(state).__name__}")
+                sigma, skill = self._skill_before(state, at)
+                side_before.append((state, sigma))
+                side_skills.append(skill)
+                side_weights.append(participant.weight)
+            befores.append(side_before)
+            skills.append(side_skills)
+            weights.append(side_weights)
+        after = rate_sides(
+            self.model, skills, ranks, beta=self.beta, kappa=self.kappa, epsilon=self.epsilon, weights=weights
+        )
+        return self._changes(sides_participants, ranks, befores, skills, after)
+
+    def _changes(
+        self,
+        sides: Sequence[Sequence[Participant]],
+        ranks: Sequence[float],
+        befores: Sequence[Sequence[tuple[PlayerState, float]]],
+        skills: Sequence[Sequence[Skill]],
+        after: Sequence[Sequence[Skill]],
+    ) -> tuple[RatingChange, ...]:
+        side_skills = [_side_skill(side) for side in skills]
+        n = len(sides)
+        changes = []
+        for i, side in enumerate(sides):
+            expected = sum(win_probability(side_skills[i], side_skills[q], self.beta) for q in range(n) if q != i)
+            expected /= n - 1
+            actual = sum(_pair_score(ranks[i], ranks[q]) for q in range(n) if q != i) / (n - 1)
+            result = "win" if actual > 0.5 else "draw" if actual == 0.5 else "loss"
+            for j, participant in enumerate(side):
+                state, sigma_before = befores[i][j]
+                new = after[i][j]
+                sigma_after = min(new.sigma, sigma_before) if self.limit_sigma else new.sigma
+                gap = actual - expected
+                k_factor = (new.mu - state.rating) / gap if gap != 0.0 else 0.0
+                changes.append(
+                    RatingChange(
+                        participant.player_id,
+                        state.rating,
+                        new.mu,
+                        expected,
+                        actual,
+                        k_factor,
+                        result,
+                        deviation_before=sigma_before,
+                        deviation_after=sigma_after,
+                    )
+                )
+        return tuple(changes)
+
+    def predict(self, sides: Sequence[Sequence[PlayerState]], at: float | None = None) -> Prediction:
+        """Win probabilities (one per side, sum 1; :func:`predict_win`), the draw probability
+        (:func:`predict_draw`) and the match quality (:func:`match_quality`) of proposed ``sides``,
+        each player's sigma as of ``at`` (:meth:`display`; ``tau`` is not added). Raises
+        ``ValueError`` for fewer than two sides or an empty side."""
+        from engine.predict import Prediction
+
+        if len(sides) < 2 or any(not side for side in sides):
+            raise ValueError("a prediction needs two or more sides of at least one player each")
+        skills = [[Skill(s.rating, self._sigma_at(s, at)) for s in side] for side in sides]
+        return Prediction(
+            win_probabilities=tuple(predict_win(skills, self.beta)),
+            draw_probability=predict_draw(skills, self.beta),
+            quality=match_quality(skills, self.beta),
+        )
+
+
+def _sides_and_ranks(match: Match | FreeForAll) -> tuple[list[tuple[Participant, ...]], list[float]]:
+    """The match's sides and their ranks (smaller is better; equal on a draw)."""
+    if isinstance(match, FreeForAll):
+        if len(match.placements) != len(match.sides):
+            raise ValueError(f"{len(match.sides)} sides but {len(match.placements)} placements")
+        return list(match.sides), [float(p) for p in match.placements]
+    ranks_by_outcome: dict[Outcome, list[float]] = {
+        Outcome.SIDE_A_WON: [1.0, 2.0],
+        Outcome.SIDE_B_WON: [2.0, 1.0],
+        Outcome.DRAW: [1.0, 1.0],
+    }
+    return [match.side_a, match.side_b], ranks_by_outcome[Outcome(match.outcome)]
+
