@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from engine.policy import AnyPolicy
 from worker.ops.evaluate.datasets import DataSet
@@ -57,7 +57,8 @@ def _with_home(policy: Any, parameters: Parameters) -> AnyPolicy:
     from worker.ops.evaluate.home import HomeAdvantage
 
     points = parameters.get(HOME, 0.0)
-    return HomeAdvantage(policy, points) if points else policy
+    # A frozen dataclass's fields are read-only, which mypy does not take for the Protocol's attributes.
+    return cast(AnyPolicy, HomeAdvantage(policy, points)) if points else policy
 
 
 def build_glicko2(parameters: Parameters) -> AnyPolicy:

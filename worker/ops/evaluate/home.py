@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.model import FreeForAll, Match, PlayerState, RatingChange
 from engine.policy import UncertaintyPolicy
@@ -28,16 +28,14 @@ class HomeAdvantage:
 
     inner: UncertaintyPolicy
     points: float
+    model: str = field(init=False)
+    """The inner model's name."""
+    version: str = field(init=False)
+    """The inner policy's version."""
 
-    @property
-    def model(self) -> str:
-        """The inner model's name."""
-        return self.inner.model
-
-    @property
-    def version(self) -> str:
-        """The inner policy's version."""
-        return self.inner.version
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model", self.inner.model)
+        object.__setattr__(self, "version", self.inner.version)
 
     def initial_state(self, player_id: str) -> PlayerState:
         """The inner policy's initial state."""
