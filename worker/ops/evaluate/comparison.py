@@ -80,7 +80,7 @@ def _weng_lin_spec(model: str) -> ModelSpec:
     # openskill's defaults: mu 25, sigma 25/3, beta 25/6, tau 25/300. Team sports move more from
     # match to match than a chess player does, hence the larger beta and tau tried. A home
     # advantage of h mu is P = 1/(1 + e^(-h/c)) with c about beta·√2 for settled ratings (Bradley-
-    # Terry): 57 % (the NFL's home share) is h = 1.7 at beta 25/6, 6.6 at beta 50/3.
+    # Terry): 58 % (the NFL's home share) is h = 1.9 at beta 25/6, 7.6 at beta 50/3.
     return ModelSpec(model, build_weng_lin,
                      {"model": model, "beta": 25 / 6, "tau": 25 / 300, "sigma": 25 / 3, HOME: 0.0},
                      {"beta": (25 / 3, 50 / 3, 100 / 3), "tau": (0.3, 1.0, 3.0), "sigma": (25 / 6, 25 / 12),
