@@ -198,8 +198,12 @@ class UncertaintyPolicy(Protocol):
     :class:`engine.model.RatingChange` carries the deviation (and volatility) before and after.
     """
 
-    model: str
-    version: str
+    # read-only members, so that the frozen dataclasses the models are satisfy the protocol
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
 
     def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
         """Rating changes of every player of ``match``, side by side, in match order."""
