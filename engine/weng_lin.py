@@ -13,7 +13,8 @@ and Delta_i (the share of variance removed), and each player j of side i is upda
 (the player-level step at the end of each of the paper's Algorithms 1 to 4; kappa is the small
 positive floor of the paper's variance updates (28) and (44)), with w_ij the player's share of the
 match (partial play, in (0, 1]; 1 is the paper's update). The three models differ in Omega and
-Delta; see :func:`plackett_luce`, :func:`bradley_terry_full` and :func:`thurstone_mosteller_full`.
+Delta; see :func:`plackett_luce`, :func:`bradley_terry` and :func:`thurstone_mosteller` (each
+of the last two with full pairing, every pair of sides, or partial pairing, neighbours in rank).
 gamma_i = sigma_i / c (Plackett-Luce) or sigma_i / c_iq (the pairwise models) is the paper's
 suggested damping of Delta.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import TYPE_CHECKING, NamedTuple
 
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, RatingChange
@@ -33,12 +35,20 @@ if TYPE_CHECKING:
     from engine.predict import Prediction
 
 MODELS = ("plackett_luce", "bradley_terry_full", "thurstone_mosteller_full")
-"""The model names a policy file may give (``model = "..."``)."""
+"""The models of the policy files' contract (``model = "..."``)."""
+
+PARTIAL_PAIRING_MODELS = ("bradley_terry_part", "thurstone_mosteller_part")
+"""The partial-pairing variants, which :class:`WengLinPolicy` also rates (not yet offered by the
+policy files)."""
+
+ALL_MODELS = MODELS + PARTIAL_PAIRING_MODELS
+"""Every model :class:`WengLinPolicy` accepts."""
 
 SECONDS_PER_DAY = 86_400.0
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_STANDARD_NORMAL = NormalDist()
 
 
 class Skill(NamedTuple):
@@ -145,8 +155,19 @@ def plackett_luce(
     c = math.sqrt(sum(variances) + k * beta * beta)
     top = max(mus) / c
     strengths = [math.exp(mu / c - top) for mu in mus]
-    sum_q = [sum(strengths[s] for s in range(k) if ranks[s] >= ranks[q]) for q in range(k)]
-    a = [sum(1 for s in range(k) if ranks[s] == ranks[q]) for q in range(k)]
+    sum_q = []
+    a = []
+    for q in range(k):
+        rank_q = ranks[q]
+        total = 0.0
+        count = 0
+        for s in range(k):
+            if ranks[s] >= rank_q:
+                total += strengths[s]
+                if ranks[s] == rank_q:
+                    count += 1
+        sum_q.append(total)
+        a.append(count)
     updates = []
     for i in range(k):
         omega = 0.0
@@ -175,28 +196,50 @@ def _pair_score(own: float, other: float) -> float:
     return 1.0 if other > own else 0.5 if other == own else 0.0
 
 
-def bradley_terry_full(
-    mus: Sequence[float], variances: Sequence[float], ranks: Sequence[float], beta: float
+def all_pairs(ranks: Sequence[float]) -> list[list[int]]:
+    """Full pairing: each side's opponents are all the other sides."""
+    k = len(ranks)
+    return [[q for q in range(k) if q != i] for i in range(k)]
+
+
+def neighbour_pairs(ranks: Sequence[float]) -> list[list[int]]:
+    """Partial pairing (the paper's Algorithm 2 for Bradley-Terry): the sides ordered by rank (ties
+    kept in match order, one of the orders the paper allows), each side's opponents are the sides
+    just above and just below it in that order."""
+    order = sorted(range(len(ranks)), key=ranks.__getitem__)
+    opponents: list[list[int]] = [[] for _ in ranks]
+    for position, i in enumerate(order):
+        if position > 0:
+            opponents[i].append(order[position - 1])
+        if position + 1 < len(order):
+            opponents[i].append(order[position + 1])
+    return opponents
+
+
+def bradley_terry(
+    mus: Sequence[float],
+    variances: Sequence[float],
+    ranks: Sequence[float],
+    beta: float,
+    opponents: Sequence[Sequence[int]],
 ) -> list[SideUpdate]:
-    """Omega and Delta of each side under the Bradley-Terry model with full pairing (the paper's
-    Algorithm 1): every pair of sides is a two-side game. With
+    """Omega and Delta of each side under the Bradley-Terry model, each side against its
+    ``opponents`` (:func:`all_pairs`: the paper's Algorithm 1, full pairing; :func:`neighbour_pairs`:
+    Algorithm 2, partial pairing), each pair a two-side game. With
     c_iq = sqrt(sigma_i^2 + sigma_q^2 + 2 beta^2), p_iq = 1 / (1 + exp((mu_q - mu_i) / c_iq)) and
     s = 1, 1/2 or 0 as side i ranked above, level with or below side q:
 
-        Omega_i = sum_{q != i} sigma_i^2 / c_iq * (s - p_iq)
-        Delta_i = sum_{q != i} gamma_iq * sigma_i^2 / c_iq^2 * p_iq * p_qi,  gamma_iq = sigma_i / c_iq
+        Omega_i = sum_q sigma_i^2 / c_iq * (s - p_iq)
+        Delta_i = sum_q gamma_iq * sigma_i^2 / c_iq^2 * p_iq * p_qi,  gamma_iq = sigma_i / c_iq
     """
-    k = len(mus)
     two_beta_sq = 2.0 * beta * beta
     updates = []
-    for i in range(k):
+    for i, side_opponents in enumerate(opponents):
         omega = 0.0
         delta = 0.0
         variance = variances[i]
         sigma = math.sqrt(variance)
-        for q in range(k):
-            if q == i:
-                continue
+        for q in side_opponents:
             c_iq = math.sqrt(variance + variances[q] + two_beta_sq)
             p = _logistic((mus[i] - mus[q]) / c_iq)
             omega += variance / c_iq * (_pair_score(ranks[i], ranks[q]) - p)
@@ -205,17 +248,19 @@ def bradley_terry_full(
     return updates
 
 
-def thurstone_mosteller_full(
+def thurstone_mosteller(
     mus: Sequence[float],
     variances: Sequence[float],
     ranks: Sequence[float],
     beta: float,
     epsilon: float,
+    opponents: Sequence[Sequence[int]],
 ) -> list[SideUpdate]:
-    """Omega and Delta of each side under the Thurstone-Mosteller model with full pairing (the
-    paper's Algorithm 3), ``epsilon`` the draw margin (rating points). With
+    """Omega and Delta of each side under the Thurstone-Mosteller model, each side against its
+    ``opponents`` (:func:`all_pairs`: the paper's Algorithm 3, full pairing; :func:`neighbour_pairs`:
+    its partial pairing), ``epsilon`` the draw margin (rating points). With
     c_iq = sqrt(sigma_i^2 + sigma_q^2 + 2 beta^2), x = (mu_i - mu_q) / c_iq, t = epsilon / c_iq and
-    gamma_iq = sigma_i / c_iq, each other side q adds to Omega_i and Delta_i:
+    gamma_iq = sigma_i / c_iq, each opponent q adds to Omega_i and Delta_i:
 
     * side i ranked above q: sigma_i^2 / c_iq * V(x, t) and gamma_iq sigma_i^2 / c_iq^2 * W(x, t);
     * below: -sigma_i^2 / c_iq * V(-x, t) and gamma_iq sigma_i^2 / c_iq^2 * W(-x, t);
@@ -224,17 +269,14 @@ def thurstone_mosteller_full(
     (:func:`v`, :func:`w`, :func:`v_draw`, :func:`w_draw`). Thurstone-Mosteller is the model
     TrueSkill approximates (a normal performance difference with a draw margin).
     """
-    k = len(mus)
     two_beta_sq = 2.0 * beta * beta
     updates = []
-    for i in range(k):
+    for i, side_opponents in enumerate(opponents):
         omega = 0.0
         delta = 0.0
         variance = variances[i]
         sigma = math.sqrt(variance)
-        for q in range(k):
-            if q == i:
-                continue
+        for q in side_opponents:
             c_iq = math.sqrt(variance + variances[q] + two_beta_sq)
             x = (mus[i] - mus[q]) / c_iq
             t = epsilon / c_iq
@@ -256,53 +298,6 @@ def thurstone_mosteller_full(
 # --- rating a match --------------------------------------------------------------------------------
 
 
-def rate_sides(
-    model: str,
-    sides: Sequence[Sequence[Skill]],
-    ranks: Sequence[float],
-    *,
-    beta: float,
-    kappa: float,
-    epsilon: float = 0.1,
-    weights: Sequence[Sequence[float]] | None = None,
-) -> list[list[Skill]]:
-    """The skills after one match, side by side in the order given.
-
-    ``sides``: each side's players' skills (the sigmas already grown by any dynamics); ``ranks``:
-    each side's rank (smaller is better, equal ranks tie); ``weights``: each player's share of the
-    match in (0, 1] (partial play), or ``None`` for all 1; ``beta`` (rating points): the spread of
-    a performance around the skill; ``kappa``: the floor of a variance's shrink factor;
-    ``epsilon``: the Thurstone-Mosteller draw margin (rating points). The side aggregates are the
-    paper's (sum of means, sum of variances; a weight scales only the player's own step). Raises
-    ``ValueError`` for an unknown model, fewer than two sides, an empty side, or a mismatch of
-    lengths.
-    """
-    if len(sides) < 2 or len(ranks) != len(sides):
-        raise ValueError(f"a match needs two or more sides, one rank each (got {len(sides)} sides, {len(ranks)} ranks)")
-    if any(not side for side in sides):
-        raise ValueError("every side needs at least one player")
-    mus = [math.fsum(p.mu for p in side) for side in sides]
-    variances = [math.fsum(p.sigma * p.sigma for p in side) for side in sides]
-    updates = _side_updates(model, mus, variances, ranks, beta, epsilon)
-    result = []
-    for index, side in enumerate(sides):
-        omega, delta = updates[index]
-        variance = variances[index]
-        side_weights = weights[index] if weights is not None else None
-        players = []
-        for j, player in enumerate(side):
-            weight = side_weights[j] if side_weights is not None else 1.0
-            share = weight * player.sigma * player.sigma / variance
-            players.append(
-                Skill(
-                    player.mu + share * omega,
-                    player.sigma * math.sqrt(max(1.0 - share * delta, kappa)),
-                )
-            )
-        result.append(players)
-    return result
-
-
 def _side_updates(
     model: str,
     mus: Sequence[float],
@@ -313,11 +308,10 @@ def _side_updates(
 ) -> list[SideUpdate]:
     if model == "plackett_luce":
         return plackett_luce(mus, variances, ranks, beta)
-    if model == "bradley_terry_full":
-        return bradley_terry_full(mus, variances, ranks, beta)
-    if model == "thurstone_mosteller_full":
-        return thurstone_mosteller_full(mus, variances, ranks, beta, epsilon)
-    raise ValueError(f"unknown Weng-Lin model {model!r}; expected one of {', '.join(MODELS)}")
+    opponents = neighbour_pairs(ranks) if model.endswith("_part") else all_pairs(ranks)
+    if model.startswith("bradley_terry"):
+        return bradley_terry(mus, variances, ranks, beta, opponents)
+    return thurstone_mosteller(mus, variances, ranks, beta, epsilon, opponents)
 
 
 def win_probability(a: Skill, b: Skill, beta: float) -> float:
@@ -334,7 +328,8 @@ def _side_skill(side: Sequence[Skill]) -> Skill:
 def predict_win(sides: Sequence[Sequence[Skill]], beta: float) -> list[float]:
     """Each side's probability of winning (sum 1), as openskill's ``predict_win``: for two sides
     :func:`win_probability`; for more, each side's mean pairwise win probability against the
-    others, normalised to sum 1 (a generalisation of Ibstedt's two-side formula)."""
+    others, normalised to sum 1 (the mean pairwise probabilities sum to n / 2, so this is each
+    side's share 2 / n of its expected pairwise wins, as in :mod:`engine.predict`)."""
     skills = [_side_skill(side) for side in sides]
     n = len(skills)
     if n == 2:
@@ -354,7 +349,7 @@ def predict_draw(sides: Sequence[Sequence[Skill]], beta: float) -> float:
     Phi((m - d) / s) - Phi((-d - m) / s), d = mu_a - mu_b, s = sqrt(2 beta^2 + sigma_a^2 + sigma_b^2)."""
     skills = [_side_skill(side) for side in sides]
     players = sum(len(side) for side in sides)
-    margin = math.sqrt(players) * beta * _inverse_normal_cdf((1.0 + 1.0 / players) / 2.0)
+    margin = math.sqrt(players) * beta * _STANDARD_NORMAL.inv_cdf((1.0 + 1.0 / players) / 2.0)
     pairs = []
     for i in range(len(skills)):
         for j in range(i + 1, len(skills)):
@@ -390,18 +385,12 @@ def match_quality(sides: Sequence[Sequence[Skill]], beta: float) -> float:
     return sum(values) / len(values)
 
 
-def _inverse_normal_cdf(p: float) -> float:
-    from statistics import NormalDist  # standard library; imported here as only predictions need it
-
-    return NormalDist().inv_cdf(p)
-
-
 # --- the policy ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class WengLinPolicy:
-    """A ladder rated by one of the Weng-Lin models (:data:`MODELS`), implementing
+    """A ladder rated by one of the Weng-Lin models (:data:`ALL_MODELS`), implementing
     :class:`engine.policy.UncertaintyPolicy`. A player's ``rating`` is mu and ``deviation`` sigma
     (rating points; ``volatility`` stays ``None``).
 
@@ -435,8 +424,8 @@ class WengLinPolicy:
     version: str = ""
 
     def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            raise ValueError(f"unknown Weng-Lin model {self.model!r}; expected one of {', '.join(MODELS)}")
+        if self.model not in ALL_MODELS:
+            raise ValueError(f"unknown Weng-Lin model {self.model!r}; expected one of {', '.join(ALL_MODELS)}")
         for name in ("sigma", "beta"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 (got {getattr(self, name)!r})")
@@ -482,99 +471,98 @@ class WengLinPolicy:
         days = (at - state.last_played) / SECONDS_PER_DAY
         return min(math.sqrt(sigma * sigma + self.tau_per_day * self.tau_per_day * days), self.sigma)
 
-    def _skill_before(self, state: PlayerState, at: float | None) -> tuple[float, Skill]:
-        """(sigma as of the match, the skill the match is rated from with ``tau`` added)."""
-        sigma = self._sigma_at(state, at)
-        return sigma, Skill(state.rating, math.sqrt(sigma * sigma + self.tau * self.tau))
-
     def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
         """Rating changes of every player of ``match``, side by side, in match order.
 
-        A player absent from ``states`` starts from :meth:`initial_state`. ``rating_before`` and
-        ``deviation_before`` are mu and sigma as of the match (after any inactivity growth, before
+        A player absent from ``states`` starts from :meth:`initial_state`. Each player's sigma is
+        taken as of the match (:meth:`display`) and widened by ``tau`` (sigma^2 + tau^2); the sides'
+        Omega and Delta come from the model, and each player's mu and sigma move as the module doc
+        says, the step scaled by the player's weight; ``limit_sigma`` then caps sigma at its value
+        before. ``rating_before`` and ``deviation_before`` are mu and sigma as of the match (before
         ``tau``); ``expected_score`` is the side's mean pairwise win probability
-        (:func:`win_probability`) and ``actual_score`` its mean pairwise score (1, 1/2, 0);
-        ``k_factor`` is the effective step (rating_after - rating_before) / (actual - expected), 0
-        when they are equal. Raises ``ValueError`` for an empty side, fewer than two sides or a
-        weight outside (0, 1].
+        (:func:`win_probability`, from the widened sigmas) and ``actual_score`` its mean pairwise
+        score (1, 1/2, 0); ``k_factor`` is the effective step (rating_after - rating_before) /
+        (actual - expected), 0 when they are equal. Raises ``ValueError`` for an empty side, fewer
+        than two sides or a weight outside (0, 1]; ``TypeError`` for a state that is not a
+        :class:`engine.model.PlayerState`.
         """
-        sides_participants, ranks = _sides_and_ranks(match)
-        at = match.played_at
-        befores: list[list[tuple[PlayerState, float]]] = []
-        skills: list[list[Skill]] = []
-        weights: list[list[float]] = []
-        for side in sides_participants:
-            side_before = []
-            side_skills = []
-            side_weights = []
+        sides, ranks = _sides_and_ranks(match)
+        if len(sides) < 2:
+            raise ValueError(f"a match needs two or more sides (got {len(sides)})")
+        rows, mus, variances = self._before(sides, states, match.played_at)
+        updates = _side_updates(self.model, mus, variances, ranks, self.beta, self.epsilon)
+        two_beta_sq = 2.0 * self.beta * self.beta
+        kappa = self.kappa
+        n = len(sides)
+        changes = []
+        for i, row in enumerate(rows):
+            omega, delta = updates[i]
+            side_variance = variances[i]
+            expected = 0.0
+            actual = 0.0
+            for q in range(n):
+                if q != i:
+                    expected += normal_cdf((mus[i] - mus[q]) / math.sqrt(two_beta_sq + side_variance + variances[q]))
+                    actual += _pair_score(ranks[i], ranks[q])
+            expected /= n - 1
+            actual /= n - 1
+            gap = actual - expected
+            result = "win" if actual > 0.5 else "draw" if actual == 0.5 else "loss"
+            for player_id, weight, mu, sigma_before, variance in row:
+                share = weight * variance / side_variance
+                mu_after = mu + share * omega
+                sigma_after = math.sqrt(variance) * math.sqrt(max(1.0 - share * delta, kappa))
+                if self.limit_sigma and sigma_after > sigma_before:
+                    sigma_after = sigma_before
+                k_factor = (mu_after - mu) / gap if gap != 0.0 else 0.0
+                changes.append(
+                    RatingChange(player_id, mu, mu_after, expected, actual, k_factor, result, 0.0, False,
+                                 sigma_before, sigma_after, None, None)
+                )
+        return tuple(changes)
+
+    def _before(
+        self, sides: Sequence[Sequence[Participant]], states: Mapping[str, PlayerState], at: float | None
+    ) -> tuple[list[list[tuple[str, float, float, float, float]]], list[float], list[float]]:
+        """Per side, each player's (id, weight, mu, sigma as of ``at``, variance with tau), and
+        each side's mu_i (sum of mus) and sigma_i^2 (sum of the variances)."""
+        tau_sq = self.tau * self.tau
+        rows = []
+        mus = []
+        variances = []
+        for side in sides:
+            if not side:
+                raise ValueError("every side needs at least one player")
+            row = []
+            mu_sum = 0.0
+            variance_sum = 0.0
             for participant in side:
-                if not 0.0 < participant.weight <= 1.0:
-                    raise ValueError(
-                        f"weight of {participant.player_id!r} must be in (0, 1] (got {participant.weight!r})"
-                    )
+                weight = participant.weight
+                if not 0.0 < weight <= 1.0:
+                    raise ValueError(f"weight of {participant.player_id!r} must be in (0, 1] (got {weight!r})")
                 state = states.get(participant.player_id)
                 if state is None:
                     state = self.initial_state(participant.player_id)
                 elif not isinstance(state, PlayerState):
                     raise TypeError(f"Weng-Lin rates from PlayerState, not {type(state).__name__}")
-                sigma, skill = self._skill_before(state, at)
-                side_before.append((state, sigma))
-                side_skills.append(skill)
-                side_weights.append(participant.weight)
-            befores.append(side_before)
-            skills.append(side_skills)
-            weights.append(side_weights)
-        after = rate_sides(
-            self.model, skills, ranks, beta=self.beta, kappa=self.kappa, epsilon=self.epsilon, weights=weights
-        )
-        return self._changes(sides_participants, ranks, befores, skills, after)
-
-    def _changes(
-        self,
-        sides: Sequence[Sequence[Participant]],
-        ranks: Sequence[float],
-        befores: Sequence[Sequence[tuple[PlayerState, float]]],
-        skills: Sequence[Sequence[Skill]],
-        after: Sequence[Sequence[Skill]],
-    ) -> tuple[RatingChange, ...]:
-        side_skills = [_side_skill(side) for side in skills]
-        n = len(sides)
-        changes = []
-        for i, side in enumerate(sides):
-            expected = sum(win_probability(side_skills[i], side_skills[q], self.beta) for q in range(n) if q != i)
-            expected /= n - 1
-            actual = sum(_pair_score(ranks[i], ranks[q]) for q in range(n) if q != i) / (n - 1)
-            result = "win" if actual > 0.5 else "draw" if actual == 0.5 else "loss"
-            for j, participant in enumerate(side):
-                state, sigma_before = befores[i][j]
-                new = after[i][j]
-                sigma_after = min(new.sigma, sigma_before) if self.limit_sigma else new.sigma
-                gap = actual - expected
-                k_factor = (new.mu - state.rating) / gap if gap != 0.0 else 0.0
-                changes.append(
-                    RatingChange(
-                        participant.player_id,
-                        state.rating,
-                        new.mu,
-                        expected,
-                        actual,
-                        k_factor,
-                        result,
-                        deviation_before=sigma_before,
-                        deviation_after=sigma_after,
-                    )
-                )
-        return tuple(changes)
+                sigma = self._sigma_at(state, at)
+                variance = sigma * sigma + tau_sq
+                row.append((participant.player_id, weight, state.rating, sigma, variance))
+                mu_sum += state.rating
+                variance_sum += variance
+            rows.append(row)
+            mus.append(mu_sum)
+            variances.append(variance_sum)
+        return rows, mus, variances
 
     def predict(self, sides: Sequence[Sequence[PlayerState]], at: float | None = None) -> Prediction:
         """Win probabilities (one per side, sum 1; :func:`predict_win`), the draw probability
         (:func:`predict_draw`) and the match quality (:func:`match_quality`) of proposed ``sides``,
         each player's sigma as of ``at`` (:meth:`display`; ``tau`` is not added). Raises
         ``ValueError`` for fewer than two sides or an empty side."""
-        from engine.predict import Prediction
+        from engine.predict import Prediction, check_sides
 
-        if len(sides) < 2 or any(not side for side in sides):
-            raise ValueError("a prediction needs two or more sides of at least one player each")
+        check_sides(sides)
         skills = [[Skill(s.rating, self._sigma_at(s, at)) for s in side] for side in sides]
         return Prediction(
             win_probabilities=tuple(predict_win(skills, self.beta)),

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState
 from engine.rating import rate
 from engine.replay import replay
-from engine.weng_lin import MODELS, WengLinPolicy
+from engine.weng_lin import ALL_MODELS, WengLinPolicy
 
 BETA = 25.0 / 6.0
 SIGMA = 25.0 / 3.0
@@ -99,7 +99,28 @@ def test_a_tie_in_a_bradley_terry_free_for_all_scores_a_half_per_pair_worked_by_
     assert changes[0].actual_score == 0.75
 
 
-@pytest.mark.parametrize("model", MODELS)
+def test_partial_pairing_compares_only_neighbours_in_rank_worked_by_hand() -> None:
+    """Three equal players placed 1, 2, 3 under partial pairing (the paper's Algorithm 2): first and
+    second, second and third are pairs, first and third are not. Bradley-Terry: p = 1/2, so the
+    first gains 0.2 c, the second wins one and loses one (Omega 0) and shrinks twice, the third
+    loses 0.2 c. Thurstone-Mosteller alike with V(0, t) and W(0, t), t = epsilon / c."""
+    match = FreeForAll("m", ((Participant("1"),), (Participant("2"),), (Participant("3"),)), (1, 2, 3))
+    bt = WengLinPolicy(model="bradley_terry_part", tau=0.0).rate(match, {})
+    once = SIGMA * math.sqrt(1.0 - 0.1 * math.sqrt(0.4))
+    twice = SIGMA * math.sqrt(1.0 - 0.2 * math.sqrt(0.4))
+    assert after(bt, "1") == pytest.approx((25.0 + 0.2 * C_1V1, once), abs=1e-12)
+    assert after(bt, "2") == pytest.approx((25.0, twice), abs=1e-12)
+    assert after(bt, "3") == pytest.approx((25.0 - 0.2 * C_1V1, once), abs=1e-12)
+    t = 0.1 / C_1V1
+    v = NORMAL.pdf(-t) / NORMAL.cdf(-t)
+    shrink = math.sqrt(0.4) * 0.4 * v * (v - t)
+    tm = WengLinPolicy(model="thurstone_mosteller_part", tau=0.0).rate(match, {})
+    assert after(tm, "1") == pytest.approx((25.0 + 0.4 * C_1V1 * v, SIGMA * math.sqrt(1 - shrink)), abs=1e-12)
+    assert after(tm, "2") == pytest.approx((25.0, SIGMA * math.sqrt(1 - 2 * shrink)), abs=1e-12)
+    assert after(tm, "3") == pytest.approx((25.0 - 0.4 * C_1V1 * v, SIGMA * math.sqrt(1 - shrink)), abs=1e-12)
+
+
+@pytest.mark.parametrize("model", ALL_MODELS)
 def test_a_player_who_took_part_in_half_the_match_moves_half_as_far(model: str) -> None:
     """Weight 0.5 halves the player's step and the share of variance removed; the side aggregate is
     unchanged, so the opponent's update is the full-weight one."""
@@ -129,7 +150,7 @@ def test_tau_is_added_to_the_variance_before_the_match() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(
-    model=st.sampled_from(MODELS),
+    model=st.sampled_from(ALL_MODELS),
     sigma=st.floats(0.05, 10.0),
     tau=st.floats(0.0, 2.0),
     outcome=st.sampled_from(list(Outcome)),
@@ -222,7 +243,7 @@ def test_match_quality_is_in_the_unit_interval_and_falls_as_sigma_grows(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    model=st.sampled_from(MODELS),
+    model=st.sampled_from(ALL_MODELS),
     mu_a=st.floats(0.0, 50.0),
     mu_b=st.floats(0.0, 50.0),
     sigma=st.floats(0.1, 10.0),
@@ -234,3 +255,51 @@ def test_a_win_never_lowers_the_winner_nor_raises_the_loser(model: str, mu_a: fl
     winner, loser = WengLinPolicy(model=model, tau=0.0).rate(one_v_one(Outcome.SIDE_A_WON), states)
     assert winner.rating_after >= mu_a and loser.rating_after <= mu_b
     assert winner.deviation_after <= sigma and loser.deviation_after <= sigma
+
+
+def test_engine_predict_dispatches_to_the_weng_lin_policy() -> None:
+    """engine.predict.predict answers for a Weng-Lin policy with the policy's own prediction, the
+    sigmas grown to ``at``; fewer than two sides is refused."""
+    from engine.predict import predict
+
+    policy = WengLinPolicy(tau_per_day=1.0)
+    sides = [[PlayerState(30.0, deviation=2.0, last_played=0.0)], [PlayerState(25.0, deviation=2.0, last_played=0.0)]]
+    later = 30 * 86_400.0
+    assert predict(sides, policy, later) == policy.predict(sides, later)
+    assert predict(sides, policy, later).quality < predict(sides, policy, None).quality
+    with pytest.raises(ValueError, match="at least two sides"):
+        predict(sides[:1], policy)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    model=st.sampled_from(ALL_MODELS),
+    skills=st.lists(
+        st.lists(st.tuples(st.floats(-1e4, 1e4), st.floats(1e-3, 1e3)), min_size=1, max_size=3),
+        min_size=2,
+        max_size=4,
+    ),
+    data=st.data(),
+)
+def test_extreme_ratings_give_finite_results_and_a_positive_sigma(
+    model: str, skills: list[list[tuple[float, float]]], data: st.DataObject
+) -> None:
+    """Far beyond any real ladder (mu +-10,000, sigma 0.001 to 1,000, certain upsets): every mu and
+    sigma after is finite and every sigma stays above 0."""
+    ranks = data.draw(st.lists(st.integers(1, len(skills)), min_size=len(skills), max_size=len(skills)))
+    sides = tuple(tuple(Participant(f"{i}-{j}") for j in range(len(side))) for i, side in enumerate(skills))
+    states = {
+        f"{i}-{j}": PlayerState(mu, deviation=sigma)
+        for i, side in enumerate(skills)
+        for j, (mu, sigma) in enumerate(side)
+    }
+    match: Match | FreeForAll = FreeForAll("m", sides, tuple(ranks))
+    if len(sides) == 2:
+        outcome = (
+            Outcome.SIDE_A_WON if ranks[0] < ranks[1] else Outcome.SIDE_B_WON if ranks[0] > ranks[1] else Outcome.DRAW
+        )
+        match = Match("m", sides[0], sides[1], outcome)
+    for change in WengLinPolicy(model=model).rate(match, states):
+        assert math.isfinite(change.rating_after)
+        assert change.deviation_after is not None and 0.0 < change.deviation_after < math.inf
+        assert 0.0 <= change.expected_score <= 1.0
