@@ -84,7 +84,7 @@ def _weng_lin_spec(model: str) -> ModelSpec:
     return ModelSpec(model, build_weng_lin,
                      {"model": model, "beta": 25 / 6, "tau": 25 / 300, "sigma": 25 / 3, HOME: 0.0},
                      {"beta": (25 / 3, 50 / 3, 100 / 3), "tau": (0.3, 1.0, 3.0), "sigma": (25 / 6, 25 / 12),
-                      HOME: (2.0, 4.0, 8.0)})
+                      HOME: (2.0, 4.0, 8.0, 16.0)})
 
 
 MODEL_SPECS: tuple[ModelSpec, ...] = (
@@ -92,14 +92,14 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
     # 0.21436 rating periods per day. Home advantage in rating points, as Elo's (65 for the NFL).
     ModelSpec("glicko2", build_glicko2,
               {"tau": 0.75, "initial_deviation": 500.0, "periods_per_day": 0.21436, HOME: 0.0},
-              {"tau": (0.3, 1.2), "initial_deviation": (200.0, 350.0), "periods_per_day": (0.05, 1.0),
-               HOME: (50.0, 100.0)}),
+              {"tau": (0.3, 1.2), "initial_deviation": (100.0, 200.0, 350.0), "periods_per_day": (0.01, 0.05, 1.0),
+               HOME: (50.0, 100.0, 150.0)}),
     _weng_lin_spec("plackett_luce"),
     _weng_lin_spec("bradley_terry_full"),
     _weng_lin_spec("thurstone_mosteller_full"),
 )
 """The models with uncertainty compared with Elo, and their search grids: one round of
-:func:`coordinate_search` from the engine's defaults: 9 (Glicko-2) or 12 (Weng-Lin) replays of an
+:func:`coordinate_search` from the engine's defaults: 12 (Glicko-2) or 13 (Weng-Lin) replays of an
 earlier half each."""
 
 
