@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def evaluate_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """``ratings evaluate ARGS`` in a subprocess."""
@@ -27,6 +29,7 @@ def test_an_unknown_data_set_is_a_usage_error_naming_the_choices():
     assert "football or nfl" in done.stderr
 
 
+@pytest.mark.timeout(1800)  # every model tuned: minutes on a shared machine
 def test_a_full_comparison_on_the_nfl_games_names_the_best_model_and_writes_json(tmp_path):
     """Every model tuned and scored on the NFL games: the table and the verdict printed, the JSON
     holding each model's later-half scores, FiveThirtyEight's baseline at its published figure, and

@@ -92,9 +92,10 @@ def _legend(p: PolicyReport) -> str:
 
 def draw_calibration_chart(comparison: ModelComparison, path: Path) -> None:
     """PNG at ``path``: one panel per data set, each model's (and baseline's) calibration on the
-    later half: the mean result s against the mean expected score E per tenth of E (a point for
-    every non-empty bin, sized by its matches), beside the diagonal of perfect calibration.
-    Raises ``OSError`` if the file cannot be written."""
+    later half with its tuned parameters (the rows scored without a home advantage are left out):
+    the mean result s against the mean expected score E per tenth of E (a point for every
+    non-empty bin, shaded by its matches), beside the diagonal of perfect calibration. Raises
+    ``OSError`` if the file cannot be written."""
     Figure = require("matplotlib.figure", "reports", "ratings evaluate --models --chart").Figure
 
     names = [d.name for d in comparison.data_sets]
@@ -102,8 +103,9 @@ def draw_calibration_chart(comparison: ModelComparison, path: Path) -> None:
     axes = fig.subplots(1, len(names), squeeze=False)[0]
     for ax, name in zip(axes, names):
         ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--", label="perfect calibration")
-        curves = [(f"{r.model} ({r.label})" if r.model == "elo" else r.model, r.evaluation)
-                  for r in comparison.results if r.data_set == name]
+        # The rows scored without their tuned home advantage stay in the table: five lines are legible.
+        curves = [(f"elo ({r.label})" if r.model == "elo" else r.label, r.evaluation)
+                  for r in comparison.results if r.data_set == name and (r.model == "elo" or r.label == r.model)]
         curves += [(b.label, b.evaluation) for b in comparison.baselines if b.data_set == name]
         for label, scores in curves:
             bins = [b for b in scores.calibration if b.count]
