@@ -43,9 +43,9 @@ from worker.ops.evaluate.accumulate import (  # noqa: F401
 )
 from worker.ops.evaluate.charts import (  # noqa: F401
     _legend,
-    draw_calibration_chart,
     _player_axes,
     _x_of,
+    draw_calibration_chart,
     draw_drift_chart,
     draw_player_chart,
 )
