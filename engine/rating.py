@@ -145,8 +145,10 @@ def _rate_basic(match: Match, ratings: _Ratings, policy: RatingPolicy) -> tuple[
     elif rounding is not _NO_ROUNDING:
         after_a, after_b = policy.round(after_a), policy.round(after_b)
     return (
-        _new_change(RatingChange, (pa.player_id, ra, after_a, expected_a, actual_a, k_a, result_a, 0.0, False, None, None, None, None)),
-        _new_change(RatingChange, (pb.player_id, rb, after_b, expected_b, actual_b, k_b, result_b, 0.0, False, None, None, None, None)),
+        _new_change(RatingChange, (pa.player_id, ra, after_a, expected_a, actual_a, k_a, result_a, 0.0, False,
+                                   None, None, None, None)),
+        _new_change(RatingChange, (pb.player_id, rb, after_b, expected_b, actual_b, k_b, result_b, 0.0, False,
+                                   None, None, None, None)),
     )
 
 

@@ -1,4 +1,4 @@
-"""The tests' reference for issue 18: a single-process chronological replay of published messages.
+"""The tests' reference for chronological order (``docs/decisions/0008-chronological-order.md``): a single-process chronological replay of published messages.
 
 The engine's plain fold (:func:`engine.replay.replay`) over the messages sorted here by
 ``(finished_at, match_id)`` (match ids by code point, as the store's ``COLLATE "C"``): it never

@@ -19,8 +19,8 @@ def _performance(stats: Mapping[str, Any]) -> Performance:
     A ledger repeats few distinct performances (the counts are small), so matches that share
     one object take less memory, skip a frozen dataclass's construction, and leave
     :mod:`engine.fast_replay`, which reads every participant's performance, a few hundred objects
-    to reach instead of two per match (README, "Performance": measured, 4.62 against 6.18 µs per
-    match mapped, 289 against 417 bytes held, a faster replay of matches mapped one by one).
+    to reach instead of two per match (measured: 4.62 against 6.18 µs per match mapped, 289
+    against 417 bytes held, a faster replay of matches mapped one by one).
     Performance is immutable, so sharing is invisible to its readers. Only counts that are plain
     ``int`` (what the schema's validator gives) are shared: ``True``, ``1.0`` or a value that cannot
     be hashed, in a ledger row that skipped validation, get an object of their own with exactly

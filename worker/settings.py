@@ -137,11 +137,14 @@ class Settings(BaseSettings):
     )
     prefetch_multiplier: int = Field(
         default=4, gt=0,
-        description="Messages each worker child reserves ahead. Small, so a crashed child strands "
-        "few messages until the visibility timeout.",
+        description="Messages each worker child reserves ahead without batching: enough to hide the broker "
+        "round trip, few to strand until the visibility timeout when a node dies. With batching each child "
+        "reserves 2 x batch_size (at least this), one batch applied while the next fills.",
     )
     lock_timeout_ms: int = Field(
-        default=5000, gt=0, description="PostgreSQL lock_timeout for the player row locks, in milliseconds."
+        default=5000, gt=0, description="PostgreSQL lock_timeout of the rating transaction's lock waits other "
+        "than rows held outside the service (the ladder's shared lock, rows other rating transactions hold, a new "
+        "player's row being inserted), in milliseconds: a long wait fails fast and is retried."
     )
     statement_timeout_ms: int = Field(default=30000, gt=0, description="PostgreSQL statement_timeout, in ms.")
     player_lock_wait_ms: int = Field(
@@ -204,7 +207,10 @@ class Settings(BaseSettings):
         "0: the system's default.",
     )
     max_retries: int = Field(
-        default=8, gt=0, description="In-process retries of a transient database error before giving up."
+        default=8, gt=0, description="In-process retries of a transient database error (lost connection, "
+        "deadlock, serialization failure, lock timeout), with jittered exponential backoff from 50 ms to 2 s and "
+        "at most 60 s (or half task_time_limit) in all; past them the message is requeued. Permanent errors are "
+        "never retried."
     )
     pool_max_size: int = Field(default=4, gt=0, description="Connections per worker child's pool.")
     database_prepared_statements: bool = Field(

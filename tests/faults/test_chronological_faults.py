@@ -1,4 +1,4 @@
-"""Late matches placed in their chronological position (issue 18) under faults, with real worker
+"""Late matches placed in their chronological position (``docs/decisions/0008-chronological-order.md``) under faults, with real worker
 processes: a worker child killed inside a correction, two late matches whose corrections overlap,
 a correction racing `ratings rebuild`. Each time: nothing lost, nothing applied twice, verify exact,
 and the stored ratings equal a single-process chronological replay of every published message

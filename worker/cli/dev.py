@@ -1,7 +1,7 @@
 """``ratings demo`` and ``ratings bench``: development commands (embedded servers, benchmark).
 
 Both run :mod:`worker.devtools`, which a source checkout has and the built wheel (the production
-install) does not: without it they exit 2 saying what to install.
+install) does not: without it they exit 3 (not ready) saying what to install.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from worker.cli.common import err
+from worker.cli.common import ExitCode, err
 from worker.extras import MissingExtra
 
 
@@ -51,7 +51,7 @@ def _counts(text: str, option: str) -> list[int]:
         counts = []
     if not counts or min(counts) < 1:
         err.print(f"[red]{option} must be positive integers separated by commas[/red], got {text!r}")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     return counts
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from worker import store as repository
-from worker.cli.common import configured_policies, console, err, open_database
+from worker.cli.common import ExitCode, configured_policies, console, err, open_database
 from worker.settings import get_settings
 from worker.store.connection import snapshot
 
@@ -85,7 +85,7 @@ def evaluate(
                 total = repository.ledger_size(conn, history_ladder)
                 if total == 0:
                     err.print(f"[red]the ledger of ladder {history_ladder!r} holds no match[/red]")
-                    raise typer.Exit(1)
+                    raise typer.Exit(ExitCode.FINDINGS)
                 report = run(ev.ledger_history(conn, history_ladder), total, f"ledger of ladder {history_ladder}")
     elif kind == "football":
         assert file is not None
@@ -103,7 +103,7 @@ def evaluate(
 
     if report.matches == 0:
         err.print("[red]the history holds no match to replay[/red]")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
     _print_and_write(report, len(policies), player, chart, player_chart, json_out)
 
 
@@ -112,13 +112,13 @@ def _check_usage(ladder: str | None, file: Path | None, player: str | None, play
     """Exit 2 naming the option at fault when the options do not go together."""
     if ladder is None and file is None:
         err.print("[red]name a history[/red]: --ladder L (its ledger) or --file F (football CSV or JSON Lines)")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     if player_chart is not None and player is None:
         err.print("[red]--player-chart needs --player ID[/red]")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     if drift_by not in ("auto", "year", "matches"):
         err.print(f"[red]--drift-by must be auto, year or matches[/red], got {drift_by!r}")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
 
 
 def _history_kind(ladder: str | None, file: Path | None) -> tuple[str, str]:
@@ -135,11 +135,11 @@ def _history_kind(ladder: str | None, file: Path | None) -> tuple[str, str]:
     if file.suffix.lower() == ".csv":
         err.print(f"[red]{file} is not the international football CSV[/red] (it needs the columns date, "
                   "home_team, away_team, home_score, away_score); other files are read as JSON Lines")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     history_ladder = ladder or ev.first_ladder(file)
     if history_ladder is None:
         err.print(f"[red]{file} holds no valid MatchFinished line[/red]")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
     return "jsonl", history_ladder
 
 
@@ -156,7 +156,7 @@ def _chosen_policies(paths: list[Path] | None, history_ladder: str) -> list[Labe
         if history_ladder not in configured:
             err.print(f"[red]ladder {history_ladder!r} is not configured[/red] (configured: "
                       f"{', '.join(sorted(configured))}); pass --policy FILE or --ladder L")
-            raise typer.Exit(2)
+            raise typer.Exit(ExitCode.USAGE)
         return [ev.LabelledPolicy(history_ladder, configured[history_ladder],
                                   f"ladder {history_ladder} ({get_settings().ladders_file})")]
     labels: Counter[str] = Counter()
@@ -165,7 +165,7 @@ def _chosen_policies(paths: list[Path] | None, history_ladder: str) -> list[Labe
             loaded = load_policy_file(path)
         except LadderConfigError as exc:
             err.print(f"[red]policy file error[/red]: {exc}")
-            raise typer.Exit(2) from exc
+            raise typer.Exit(ExitCode.USAGE) from exc
         labels[path.stem] += 1
         label = path.stem if labels[path.stem] == 1 else f"{path.stem} #{labels[path.stem]}"
         policies.append(ev.LabelledPolicy(label, loaded, str(path)))
@@ -234,4 +234,4 @@ def _print_and_write(report: EvaluationReport, policy_count: int, player: str | 
         console.print(f"wrote {player_chart}")
     if missing_player:
         err.print(f"[red]player {player!r} has no match in the history[/red]")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)

@@ -120,7 +120,7 @@ def lock_wait_finding(conn: Connection, settings: Settings) -> Finding:
                           f"{h.waited_seconds:.1f} s waited, last {h.last}" for h in stuck)
         return Finding("player row lock waits", False,
                        f"{named} ({window}): another session holds the row; find it with pg_stat_activity / "
-                       "pg_locks (see README, 'A player whose matches keep being deferred')")
+                       "pg_locks (see docs/operators/runbook.md, 'A player whose matches keep being deferred')")
     if hot:
         top = hot[0]
         return Finding("player row lock waits", True, f"hottest {top.ladder}/{top.player_id}: {top.waits} wait(s), "

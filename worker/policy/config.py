@@ -42,7 +42,8 @@ The engine objects they build are in :mod:`engine.policy` and :mod:`engine.k_fac
 Unknown keys and impossible values raise :class:`PolicyConfigError` naming the file, the line and
 the key.
 
-**A policy that validates rates every valid match safely** (issue 11): no exception other than the
+**A policy that validates rates every valid match safely** (the decision record
+``docs/decisions/0003-every-valid-policy-rates-every-valid-match.md``): no exception other than the
 refusals it states (``uneven_sides``, ``missing_score``, ``unsupported_match``), finite ratings,
 K >= 0, expected and actual scores in [0, 1]. The engine decides each formula's edges (the
 expected score saturates at 0 and 1, :mod:`engine.elo`; the margin-of-victory divisor has a floor,

@@ -7,8 +7,9 @@ each entry, then commits: the events are marked published by the same commit.
 Several relays may run, but only one publishes at a time: each holds out for a PostgreSQL session
 advisory lock, and the others wait as hot standbys and take over within ``relay_idle_wait`` seconds
 when the active relay's connection ends. Two relays publishing at once would interleave batches and
-put one player's events on the stream out of ``sequence`` order (DESIGN.md allows parallel relays;
-we chose per-player order on the stream instead, since consumers detect gaps by ``sequence``).
+put one player's events on the stream out of ``sequence`` order. Parallel publishing relays would
+publish faster; per-player order on the stream matters more, since consumers detect gaps by
+``sequence`` (``docs/decisions/0004-events-at-least-once-with-backfill.md``).
 A crash between the ``XADD`` and the commit republishes the batch: delivery
 is at least once, and consumers drop duplicates by ``event_id``. The relay sleeps on
 ``LISTEN ratings_outbox`` (the rating transaction NOTIFYs) and polls every ``relay_idle_wait``

@@ -109,7 +109,8 @@ def policy_in_force(
 
 
 DEFAULT_ORDER = "finished-at"
-"""The replay order of a ladder with no recorded one: chronological (issue 18)."""
+"""The replay order of a ladder with no recorded one: chronological, so that the same matches give the same
+ratings (``docs/decisions/0008-chronological-order.md``)."""
 
 
 def ladder_in_force(

@@ -272,8 +272,8 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
     1 s or less, for a row the other holds (a correction's rows beyond those locked, taken out of
     the global order; a new player's row, created before the locks) then waited for each other
     attempt after attempt until the 5 s budget ran out, and every transaction behind them with them:
-    the "stalls of the second kind" of the bench (README, Performance), two backends alternately
-    cancelled by their lock timeout once a second in the server's log."""
+    every rating transaction of the ladder stalled, two backends alternately cancelled by their lock
+    timeout once a second in the server's log."""
     attempt_ms = _checked_attempt_ms(cur, wait_ms, max(lock_timeout_ms, 1)) if out_of_order and not once else wait_ms
     while True:
         try:

@@ -75,8 +75,9 @@ def targets(results: dict[str, Any], config: BenchConfig) -> list[dict[str, Any]
 
 
 def service_targets(service: dict[str, Any], add) -> None:
-    """Issue 16's targets on the scaling rows: consumers-only capacity against the no-op, the rating
-    path at 4 and 8 worker processes against 2, CPU per match."""
+    """The throughput targets (``docs/decisions/0007-throughput-by-batching-one-transaction.md``) on
+    the scaling rows: consumers-only capacity against the no-op, the rating path at 4 and 8 worker
+    processes against 2, CPU per match."""
     rows = {row["workers"]: row for row in service["scaling"]}
     main = rows.get(service["main_workers"])
     if main:
@@ -102,7 +103,7 @@ def service_targets(service: dict[str, Any], add) -> None:
 
 
 def paired_targets(paired: dict[str, Any], add) -> None:
-    """Issue 16's ratio targets on the paired part's medians (:mod:`.paired`): the same questions as
+    """The throughput ratio targets on the paired part's medians (:mod:`.paired`): the same questions as
     :func:`service_targets`, each ratio taken within a round of runs seconds apart."""
     if "rating_over_noop" not in paired:
         return
