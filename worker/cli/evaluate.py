@@ -65,7 +65,7 @@ def evaluate(
     if models:
         if ladder is not None or file is not None or policy:
             err.print("[red]--models compares the models on the shipped data[/red]: drop --ladder, --file and --policy")
-            raise typer.Exit(2)
+            raise typer.Exit(ExitCode.USAGE)
         from worker.cli.evaluate_models import compare_models
 
         compare_models(data, json_out, chart, quiet)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from worker.cli.common import console, err
+from worker.cli.common import ExitCode, console, err
 
 DATA_SETS = ("football", "nfl")
 """The shipped real-match data sets, by the names ``--data`` takes."""
@@ -18,7 +18,7 @@ DATA_SETS = ("football", "nfl")
 def compare_models(data: list[str] | None, json_out: Path | None, chart: Path | None, quiet: bool) -> None:
     """Tune every model on the earlier half of each data set, score it on the later half, print
     the table, the best model per data set and the run time; write ``json_out`` and the
-    calibration ``chart`` (PNG) when asked. Exit 2 for an unknown data set name."""
+    calibration ``chart`` (PNG) when asked. Exit 2 (usage) for an unknown data set name."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from worker.ops.evaluate import comparison as cmp
@@ -28,7 +28,7 @@ def compare_models(data: list[str] | None, json_out: Path | None, chart: Path | 
     unknown = [n for n in names if n not in DATA_SETS]
     if unknown:
         err.print(f"[red]unknown data set {', '.join(unknown)}[/red]: --data takes {' or '.join(DATA_SETS)}")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     started = time.perf_counter()
     loaded = [datasets.football_data() if n == "football" else datasets.nfl_data() for n in dict.fromkeys(names)]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("matches replayed"),
