@@ -7,6 +7,7 @@ never taken from the code under test.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -230,3 +231,66 @@ def test_the_comparison_is_deterministic():
     spec = ModelSpec("elo-k", lambda p: RatingPolicy(ConstantK(p["k"])), {"k": 16.0}, {"k": (8.0, 32.0)})
     runs = [compare_models([_toy_league(200)], [spec], policy_files=()).to_json() for _ in range(2)]
     assert runs[0] == runs[1]
+
+
+# ------------------------------------------------------------------ predictions, verdicts
+
+
+class _FixedForecast:
+    """A stand-in model with uncertainty whose forecast is fixed, to pin how E is read from it."""
+
+    model = "fixed"
+    version = ""
+
+    def __init__(self, wins: tuple[float, float], draw: float | None) -> None:
+        self.wins, self.draw = wins, draw
+
+    def initial_state(self, player_id: str):
+        from engine import PlayerState
+
+        return PlayerState(0.0, 0, None, None, 1.0, None, None)
+
+    def predict(self, sides, at=None):
+        from engine.predict import Prediction
+
+        return Prediction(self.wins, self.draw, 1.0)
+
+
+def test_expected_score_adds_half_the_draw_when_wins_and_draw_make_one_distribution():
+    """P(A) 0.5, P(B) 0.3, P(draw) 0.2: E = 0.5 + 0.1 = 0.6."""
+    from worker.ops.evaluate.tuning import side_a_expected
+
+    e = side_a_expected(_FixedForecast((0.5, 0.3), 0.2), _m(0, "A", "B", Outcome.DRAW), {})  # type: ignore[arg-type]
+    assert e == pytest.approx(0.6, abs=1e-15)
+
+
+def test_expected_score_is_the_win_probability_when_it_sums_to_one_alone():
+    """Weng-Lin's shape: wins (0.7, 0.3) sum to 1 and a separate draw figure 0.1: E = 0.7."""
+    from worker.ops.evaluate.tuning import side_a_expected
+
+    assert side_a_expected(_FixedForecast((0.7, 0.3), 0.1), _m(0, "A", "B", Outcome.DRAW), {}) == 0.7  # type: ignore[arg-type]
+    assert side_a_expected(_FixedForecast((0.7, 0.3), None), _m(0, "A", "B", Outcome.DRAW), {}) == 0.7  # type: ignore[arg-type]
+
+
+def test_the_verdict_names_the_best_model_and_says_where_the_ambition_is_not_met():
+    """Glicko-2 at 0.2413 beats a shipped Elo policy at 0.2442 but not a published 0.2400; a tie to
+    four decimals is called level, not below."""
+    from worker.ops.evaluate.comparison import Baseline, DataSetSummary, ModelComparison, ModelResult
+    from worker.ops.evaluate.table import comparison_verdicts
+
+    def scores(d: float):
+        card = Scorecard()
+        card.add(0.5, 1.0)
+        return dataclasses.replace(card.scores(), deviance=d)
+
+    elo = ModelResult("x", "elo", "elo-k30", {"policy": "elo-k30"}, scores(0.25), scores(0.2442), 1)
+    g2 = ModelResult("x", "glicko2", "glicko2", {"tau": 0.5}, scores(0.25), scores(0.2413), 3)
+    summary = DataSetSummary("x", "x", 10, 5, "2000-01-01", "2000-01-02", "2000-01-03")
+    comparison = ModelComparison([summary], [elo, g2], [elo], [Baseline("x", "published", scores(0.2400))])
+    (line,) = comparison_verdicts(comparison)
+    assert comparison.best("x") is g2
+    assert "the best model is glicko2, deviance 0.2413" in line
+    assert "below the best shipped Elo policy on this half (elo-k30, 0.2442)" in line
+    assert "above published (0.2400)" in line
+    level = ModelComparison([summary], [elo, g2], [elo], [Baseline("x", "published", scores(0.24132))])
+    assert "level with (to 4 decimals) published" in comparison_verdicts(level)[0]
