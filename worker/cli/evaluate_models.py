@@ -18,7 +18,8 @@ DATA_SETS = ("football", "nfl")
 def compare_models(data: list[str] | None, json_out: Path | None, chart: Path | None, quiet: bool) -> None:
     """Tune every model on the earlier half of each data set, score it on the later half, print
     the table, the best model per data set and the run time; write ``json_out`` and the
-    calibration ``chart`` (PNG) when asked. Exit 2 (usage) for an unknown data set name."""
+    calibration ``chart`` (PNG) when asked. Exit 2 (usage) for an unknown data set name, 3 (not
+    ready) when the shipped data are missing (an install without the repository's files)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from worker.ops.evaluate import comparison as cmp
@@ -29,6 +30,11 @@ def compare_models(data: list[str] | None, json_out: Path | None, chart: Path | 
     if unknown:
         err.print(f"[red]unknown data set {', '.join(unknown)}[/red]: --data takes {' or '.join(DATA_SETS)}")
         raise typer.Exit(ExitCode.USAGE)
+    missing = [p for p in (datasets.FOOTBALL_RESULTS, datasets.NFL_GAMES, cmp.EXAMPLES / "policies") if not p.exists()]
+    if missing:
+        err.print(f"[red]the shipped data are not here[/red] ({', '.join(map(str, missing))}): --models reads "
+                  "tests/data/ and examples/ of a checkout of the repository (pip install -e .)")
+        raise typer.Exit(ExitCode.NOT_READY)
     started = time.perf_counter()
     loaded = [datasets.football_data() if n == "football" else datasets.nfl_data() for n in dict.fromkeys(names)]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("matches replayed"),
