@@ -12,8 +12,11 @@ ledgers of 1v1 matches with draws, teams, free-for-all and partial play). It cha
   ``-0.0`` (``w g g E (1 - E)`` is positive or ``+0.0``; ``w g (s - E)`` is ``+0.0`` when
   ``s == E``, since ``x - x`` is ``+0.0``). A side of one player is its own composite, so no
   averaging happens in either path;
-* every other match (teams, free-for-all, a player listed twice, a weight out of range, which
-  raises) goes through :func:`engine.replay.replay_changes` on the same standings;
+* a two-sided match of teams takes :meth:`Glicko2Replayer._teams`, the policy's steps without
+  its :class:`engine.model.RatingChange` (the same helpers for the grown deviation and the
+  composite, the same sums, :func:`engine.glicko2._finish`);
+* every other match (free-for-all, a player listed twice, a weight out of range, which raises)
+  goes through :func:`engine.replay.replay_changes` on the same standings;
 * no :class:`engine.model.RatingChange` is built on the fast path, and the policy's parameters are
   read once per :meth:`Glicko2Replayer.feed`.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from engine.glicko2 import _PI_SQUARED, CENTRE, SCALE, SECONDS_PER_DAY, Glicko2Policy, _finish
+from engine.glicko2 import _PI_SQUARED, CENTRE, SCALE, SECONDS_PER_DAY, Glicko2Policy, _composite, _finish
 from engine.model import FreeForAll, Match, Outcome
 from engine.replay import Standing, replay_changes
 
@@ -86,8 +89,9 @@ class Glicko2Replayer:
                 (pa,) = match.side_a
                 (pb,) = match.side_b
             except ValueError:  # teams, or an empty side (refused by the policy)
-                for _ in replay_changes((match,), policy, standings):
-                    pass
+                if not self._teams(match):
+                    for _ in replay_changes((match,), policy, standings):
+                        pass
                 continue
             id_a = pa.player_id
             id_b = pb.player_id
@@ -150,18 +154,23 @@ class Glicko2Replayer:
             mu_b = (rb - CENTRE) / SCALE
             phi_b = db / SCALE
             # A's game against B, then B's against A: engine.glicko2._period's sums for one game
-            g = 1.0 / sqrt(1.0 + 3.0 * phi_b * phi_b / _PI_SQUARED)
-            e = 1.0 / (1.0 + exp(-g * (mu_a - mu_b)))
-            change, phi_new, vol_a = finish(phi_a, va, 1.0 / (wa * g * g * e * (1.0 - e)), wa * g * (score_a - e),
-                                            tau, epsilon, 0.0)
-            after_a = ra + change * SCALE
-            dev_a = phi_new * SCALE
-            g = 1.0 / sqrt(1.0 + 3.0 * phi_a * phi_a / _PI_SQUARED)
-            e = 1.0 / (1.0 + exp(-g * (mu_b - mu_a)))
-            change, phi_new, vol_b = finish(phi_b, vb, 1.0 / (wb * g * g * e * (1.0 - e)), wb * g * (score_b - e),
-                                            tau, epsilon, 0.0)
-            after_b = rb + change * SCALE
-            dev_b = phi_new * SCALE
+            try:
+                g = 1.0 / sqrt(1.0 + 3.0 * phi_b * phi_b / _PI_SQUARED)
+                e = 1.0 / (1.0 + exp(-g * (mu_a - mu_b)))
+                change, phi_new, vol_a = finish(phi_a, va, 1.0 / (wa * g * g * e * (1.0 - e)), wa * g * (score_a - e),
+                                                tau, epsilon, 0.0)
+                after_a = ra + change * SCALE
+                dev_a = phi_new * SCALE
+                g = 1.0 / sqrt(1.0 + 3.0 * phi_a * phi_a / _PI_SQUARED)
+                e = 1.0 / (1.0 + exp(-g * (mu_b - mu_a)))
+                change, phi_new, vol_b = finish(phi_b, vb, 1.0 / (wb * g * g * e * (1.0 - e)), wb * g * (score_b - e),
+                                                tau, epsilon, 0.0)
+                after_b = rb + change * SCALE
+                dev_b = phi_new * SCALE
+            except (ZeroDivisionError, OverflowError):  # a certain expected score: the policy's path refuses it
+                for _ in replay_changes((match,), policy, standings):
+                    pass
+                continue
             # Glicko2Policy's bounds: min(max(d, low), high) and min(sigma, high), as comparisons
             if cap is not None:
                 if after_a - ra > cap:
@@ -219,6 +228,96 @@ class Glicko2Replayer:
                 sb.wins += 1
         self.matches += n
         return self
+
+    def _teams(self, match: Match) -> bool:
+        """A two-sided match of teams, as :meth:`Glicko2Policy.rate` rates it: each player's one
+        game against the other side's :func:`engine.glicko2._composite`. Returns ``False``, having
+        changed nothing, for a match this path leaves to the policy (an empty side, a player listed
+        twice, a weight out of range, a standing without Glicko-2 state)."""
+        policy = self.policy
+        standings = self._standings
+        at = match.played_at
+        sides = (match.side_a, match.side_b)
+        ids = [p.player_id for side in sides for p in side]
+        if not match.side_a or not match.side_b or len(set(ids)) != len(ids):
+            return False
+        members: list[list[tuple[str, float, Standing | None, float, float, float, float]]] = []
+        for side in sides:
+            rows = []
+            for participant in side:
+                weight = participant.weight
+                if not 0 < weight <= 1:
+                    return False
+                standing = standings.get(participant.player_id)
+                if standing is None:
+                    state = policy.initial_state(participant.player_id)
+                elif standing.deviation is None or standing.volatility is None:
+                    return False
+                else:
+                    state = standing.state()
+                sigma = policy.initial_volatility if state.volatility is None else state.volatility
+                rows.append((participant.player_id, weight, standing, state.rating,
+                             (state.rating - CENTRE) / SCALE, policy.grown_deviation(state, at) / SCALE, sigma))
+            members.append(rows)
+        composites = [_composite([m[4] for m in rows], [m[5] for m in rows]) for rows in members]
+        score_a, score_b = _SCORES[match.outcome]
+        updates = []
+        for rows, (mu_j, phi_j), score in ((members[0], composites[1], score_a), (members[1], composites[0], score_b)):
+            # engine.glicko2._period's sums for one game, then Glicko2Policy's bounds
+            g = 1.0 / math.sqrt(1.0 + 3.0 * phi_j * phi_j / _PI_SQUARED)
+            for pid, weight, standing, rating, mu, phi, sigma in rows:
+                try:
+                    e = 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
+                except OverflowError:
+                    return False  # a certain expected score: the policy's path refuses the match
+                information = weight * g * g * e * (1.0 - e)
+                if information == 0.0:
+                    return False
+                change, phi_new, sigma_new = _finish(phi, sigma, 1.0 / information,
+                                                     weight * g * (score - e), policy.tau, policy.epsilon, 0.0)
+                after = _capped(rating, rating + change * SCALE, policy.max_rating_change)
+                updates.append((pid, standing, rating, after,
+                                min(max(phi_new * SCALE, policy.min_deviation), policy.max_deviation),
+                                min(sigma_new, policy.max_volatility), score))
+        _apply(standings, updates, match)
+        return True
+
+
+def _apply(
+    standings: dict[str, Standing],
+    updates: list[tuple[str, Standing | None, float, float, float, float, float]],
+    match: Match,
+) -> None:
+    """:func:`engine.replay.replay_changes`'s bookkeeping of ``(player id, standing or None, rating
+    before, rating after, deviation, volatility, score)`` rows, in order."""
+    at = match.played_at
+    for pid, standing, rating, after, deviation, volatility, score in updates:
+        if standing is None:
+            standing = standings[pid] = Standing(rating, 0, rating)
+        standing.rating = after
+        standing.games_played += 1
+        standing.peak_rating = max(standing.peak_rating, after)  # type: ignore[type-var]
+        if match.season is not None:
+            standing.season = match.season
+        standing.deviation = deviation
+        standing.volatility = volatility
+        standing.last_played = at
+        if score == 0.5:
+            standing.draws += 1
+        elif score == 1.0:
+            standing.wins += 1
+        else:
+            standing.losses += 1
+
+
+def _capped(before: float, after: float, cap: float | None) -> float:
+    """``after`` within ``cap`` rating points of ``before``, as :meth:`Glicko2Policy.rate` bounds it."""
+    if cap is not None:
+        if after - before > cap:
+            return before + cap
+        if before - after > cap:
+            return before - cap
+    return after
 
 
 def replay(matches: Iterable[Match | FreeForAll], policy: Glicko2Policy) -> dict[str, Standing]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, RatingChange
 from engine.predict import Prediction, check_sides, from_pairwise
+from engine.rating import UnratableMatch
 
 SCALE = 173.7178
 """Glicko-2 scale factor (the paper's step 2): ``μ = (r - 1500) / 173.7178``, ``φ = RD / 173.7178``."""
@@ -61,11 +62,12 @@ def _finish(
     :data:`MAX_ITERATIONS` iterations."""
     exp = math.exp
     delta = v * improvement
-    a = math.log(sigma * sigma)
+    sigma2 = sigma * sigma
+    a = math.log(sigma2)
     phi2 = phi * phi
-    delta2 = delta * delta
     tau2 = tau * tau
-    rest = delta2 - phi2 - v
+    rest = delta * delta - phi2 - v
+    spread = phi2 + v
     big_a = a
     # the paper's test is Δ² > φ² + v; its difference tested instead, so that the logarithm is
     # always of a positive number when the two are within a rounding of each other
@@ -76,16 +78,15 @@ def _finish(
         while True:
             x = a - k * tau
             ex = exp(x)
-            d = phi2 + v + ex
+            d = spread + ex
             if ex * (rest - ex) / (2.0 * d * d) - (x - a) / tau2 >= 0:
                 break
             k += 1
         big_b = x
-    ex = exp(big_a)
-    d = phi2 + v + ex
-    f_a = ex * (rest - ex) / (2.0 * d * d) - (big_a - a) / tau2
+    d = spread + sigma2  # f(a), with e^a = σ² and a - a = 0
+    f_a = sigma2 * (rest - sigma2) / (2.0 * d * d)
     ex = exp(big_b)
-    d = phi2 + v + ex
+    d = spread + ex
     f_b = ex * (rest - ex) / (2.0 * d * d) - (big_b - a) / tau2
     iterations = 0
     while abs(big_b - big_a) > epsilon:
@@ -94,7 +95,7 @@ def _finish(
             raise ArithmeticError(f"Glicko-2 volatility did not converge in {MAX_ITERATIONS} iterations")
         big_c = big_a + (big_a - big_b) * f_a / (f_b - f_a)
         ex = exp(big_c)
-        d = phi2 + v + ex
+        d = spread + ex
         f_c = ex * (rest - ex) / (2.0 * d * d) - (big_c - a) / tau2
         if f_c * f_b <= 0:  # the 2022 revision's <=
             big_a = big_b
@@ -118,20 +119,34 @@ def _period(
     tau: float,
     epsilon: float,
     periods: float,
-) -> tuple[float, float, float]:
-    """Steps 3 to 7 on the Glicko-2 scale: ``(μ' - μ, φ', σ')`` from ``(μ, φ, σ)`` and ``games`` of
-    ``(μ_j, φ_j, s_j)``, each counted ``weight`` times; ``periods`` rating periods of step 6
-    growth (1 in the paper). No games: only the growth (the paper's inactive player)."""
+) -> tuple[float, float, float, float, float]:
+    """Steps 3 to 7 on the Glicko-2 scale: ``(μ' - μ, φ', σ', Σ E, Σ g)`` from ``(μ, φ, σ)`` and
+    ``games`` of ``(μ_j, φ_j, s_j)``, each counted ``weight`` times; ``periods`` rating periods of
+    step 6 growth (1 in the paper). The sums of the expected scores and of g come along for the
+    policy's :class:`engine.model.RatingChange`. No games: only the growth (the paper's inactive
+    player)."""
     if not games:
-        return 0.0, math.sqrt(phi * phi + periods * sigma * sigma), sigma
+        return 0.0, math.sqrt(phi * phi + periods * sigma * sigma), sigma, 0.0, 0.0
     information = 0.0
     improvement = 0.0
+    expected = 0.0
+    g_total = 0.0
     for mu_j, phi_j, score in games:
         g = 1.0 / math.sqrt(1.0 + 3.0 * phi_j * phi_j / _PI_SQUARED)
-        e = 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
+        try:
+            e = 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
+        except OverflowError:  # e^x beyond the largest double: the expected score is 0
+            e = 0.0
         information += weight * g * g * e * (1.0 - e)
         improvement += weight * g * (score - e)
-    return _finish(phi, sigma, 1.0 / information, improvement, tau, epsilon, periods)
+        expected += e
+        g_total += g
+    if information == 0.0:
+        # every expected score is exactly 0 or 1 in double precision (ratings some 6,400 points
+        # apart): step 3's v is infinite and the paper's update undefined
+        raise UnratableMatch("unsupported_match", "the ratings are too far apart for a Glicko-2 update "
+                             "(an expected score of exactly 0 or 1)")
+    return (*_finish(phi, sigma, 1.0 / information, improvement, tau, epsilon, periods), expected, g_total)
 
 
 def rate_period(
@@ -159,7 +174,9 @@ def rate_period(
 
     Returns ``(rating, deviation, volatility)`` after the period. Raises ``ValueError`` for a
     non-finite input, a deviation, volatility or tau not above 0, a score outside [0, 1], a weight
-    outside (0, 1] or negative periods; :class:`ArithmeticError` if step 5.4 does not converge.
+    outside (0, 1] or negative periods; :class:`engine.rating.UnratableMatch` (``unsupported_match``)
+    when every expected score is exactly 0 or 1 (ratings some 6,400 points apart: v is infinite);
+    :class:`ArithmeticError` if step 5.4 does not converge.
     """
     for name, value in (("rating", rating), ("deviation", deviation), ("volatility", volatility), ("tau", tau),
                         ("epsilon", epsilon), ("periods", periods), ("weight", weight)):
@@ -179,7 +196,7 @@ def rate_period(
         if not 0 <= score <= 1:
             raise ValueError(f"a score must be in [0, 1], got {score!r}")
         games.append(((opponent_rating - CENTRE) / SCALE, opponent_deviation / SCALE, score))
-    change, phi, sigma = _period((rating - CENTRE) / SCALE, deviation / SCALE, volatility, games, weight, tau,
+    change, phi, sigma, _, _ = _period((rating - CENTRE) / SCALE, deviation / SCALE, volatility, games, weight, tau,
                                  epsilon, periods)
     # step 8 as r + 173.7178 (μ' - μ), equal to 173.7178 μ' + 1500 but without a round trip's rounding
     return rating + change * SCALE, phi * SCALE, sigma
@@ -294,7 +311,10 @@ class Glicko2Policy:
         :meth:`initial_state`. ``expected_score`` and ``actual_score`` are means over the games;
         ``k_factor`` is ``173.7178 × φ'² × w × Σ g``, so that ``rating_after = rating_before +
         k_factor × (actual - expected)`` when the opponents' g are equal (always for two sides), up
-        to ``max_rating_change``. Raises ``ValueError`` for an empty side or fewer than two sides.
+        to ``max_rating_change``. Raises :class:`engine.rating.UnratableMatch` (``too_few_sides``;
+        ``unsupported_match`` for placements that do not match the sides, or ratings so far apart that
+        an expected score is exactly 0 or 1) and ``ValueError`` for an empty side or a weight outside
+        (0, 1].
         """
         sides, scores = _sides_and_scores(match)
         return _rate_sides(self, sides, scores, states, match.played_at)
@@ -306,7 +326,7 @@ def _sides_and_scores(match: Match | FreeForAll) -> tuple[tuple[tuple[Participan
         sides = match.sides
         placements = match.placements
         if len(placements) != len(sides):
-            raise ValueError(f"{len(sides)} sides but {len(placements)} placements")
+            raise UnratableMatch("unsupported_match", f"{len(sides)} sides but {len(placements)} placements")
         n = len(sides)
         scores = [[1.0 if placements[i] < placements[j] else 0.5 if placements[i] == placements[j] else 0.0
                    for j in range(n)] for i in range(n)]
@@ -315,7 +335,7 @@ def _sides_and_scores(match: Match | FreeForAll) -> tuple[tuple[tuple[Participan
         a, b = _SCORES[match.outcome]
         scores = [[0.5, a], [b, 0.5]]
     if len(sides) < 2:
-        raise ValueError(f"a match needs at least two sides, got {len(sides)}")
+        raise UnratableMatch("too_few_sides", f"a match needs at least two sides, got {len(sides)}")
     if any(not side for side in sides):
         raise ValueError("a side needs at least one player")
     return sides, scores
@@ -373,7 +393,8 @@ def _player_change(
 ) -> RatingChange:
     """One player's period against ``games`` (composite opponents), bounded by the policy."""
     sigma = policy.initial_volatility if state.volatility is None else state.volatility
-    change, phi_new, sigma_new = _period(mu, phi, sigma, games, weight, policy.tau, policy.epsilon, 0.0)
+    change, phi_new, sigma_new, expected, g_total = _period(mu, phi, sigma, games, weight, policy.tau,
+                                                            policy.epsilon, 0.0)
     rating_before = state.rating
     rating_after = rating_before + change * SCALE
     cap = policy.max_rating_change
@@ -385,16 +406,8 @@ def _player_change(
     deviation_after = min(max(phi_new * SCALE, policy.min_deviation), policy.max_deviation)
     volatility_after = min(sigma_new, policy.max_volatility)
     n = len(games)
-    expected = 0.0
-    actual = 0.0
-    g_total = 0.0
-    for mu_j, phi_j, score in games:
-        g = _g(phi_j)
-        expected += 1.0 / (1.0 + math.exp(-g * (mu - mu_j)))
-        actual += score
-        g_total += g
     expected /= n
-    actual /= n
+    actual = sum(game[2] for game in games) / n
     k = phi_new * phi_new * weight * g_total * SCALE
     result = "win" if actual > 0.5 else "draw" if actual == 0.5 else "loss"
     return RatingChange(pid, rating_before, rating_after, expected, actual, k, result, 0.0, False,

@@ -160,3 +160,22 @@ def build_relay(settings: Settings) -> Relay:
     """The relay for ``settings``, its policies read from the ladders file (raises
     :class:`worker.policy.ladders.LadderConfigError` for a broken file); opens no connection."""
     return Relay(settings, engine_policies(settings))
+
+
+def build_api(settings: Settings):
+    """The read API application (:func:`worker.api.app.create_app`) with its own read-only pool on
+    ``settings.api_url`` (``RATINGS_API_DATABASE_URL``, else ``RATINGS_DATABASE_URL``), sized by
+    ``settings.api_pool_max_size``. Raises ``ValueError`` when neither URL is set."""
+    from worker.api.app import create_app
+    from worker.store.pool import open_read_pool
+
+    if not settings.api_url:
+        raise ValueError("RATINGS_API_DATABASE_URL is not set (nor RATINGS_DATABASE_URL)")
+    pool = open_read_pool(settings.api_url, settings.api_pool_max_size, settings.db_connect_timeout)
+    return create_app(settings, pool)
+
+
+def api_from_environment():
+    """The factory ``ratings api`` hands uvicorn: :func:`build_api` on the environment's settings,
+    called in each uvicorn worker process (the pool is opened there, never at import)."""
+    return build_api(get_settings())

@@ -227,6 +227,22 @@ class Settings(BaseSettings):
     relay_batch_size: int = Field(default=500, gt=0, description="Outbox rows the relay publishes per round.")
     metrics_port: int = Field(default=9100, gt=0, description="Worker HTTP port: /metrics, /healthz, /readyz.")
     relay_metrics_port: int = Field(default=9101, gt=0, description="Relay HTTP port: /metrics, /healthz, /readyz.")
+    api_database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL of the read API (`ratings api`): a read replica, and a login role "
+        "granted ratings_api (reads only). Unset: RATINGS_DATABASE_URL.",
+    )
+    api_tokens: str | None = Field(
+        default=None,
+        description="Bearer tokens the read API accepts on /v1/ (comma-separated; a request then needs "
+        "`Authorization: Bearer TOKEN`). Unset: /v1/ is open. /health, /metrics and the leaderboard "
+        "page never ask for one.",
+    )
+    api_port: int = Field(default=8080, gt=0, le=65535, description="Port `ratings api` listens on.")
+    api_pool_max_size: int = Field(
+        default=8, gt=0, description="Connections in the read API process's pool (requests beyond wait)."
+    )
+    api_page: bool = Field(default=True, description="Serve the leaderboard page (/ladders/...) from `ratings api`.")
     relay_max_lag: float = Field(
         default=60.0, gt=0, description="Relay readiness fails when the oldest unpublished event is older (seconds)."
     )
@@ -296,7 +312,7 @@ class Settings(BaseSettings):
         "at most this to a message's wait; an idle or deep queue never lingers. 0: no linger.",
     )
 
-    @field_validator("database_url", "direct_database_url")
+    @field_validator("database_url", "direct_database_url", "api_database_url")
     @classmethod
     def _postgresql_url(cls, value: str | None, info) -> str | None:
         if value and not value.startswith(("postgresql://", "postgres://")):
@@ -382,6 +398,16 @@ class Settings(BaseSettings):
         a quarter of ``visibility_timeout`` in all, :mod:`worker.service.deferral`)."""
         runs = self.task_time_limit if self.batch_size == 1 else 2 * self.task_time_limit + self.batch_flush_interval
         return runs + self.visibility_timeout / 4
+
+    @property
+    def api_url(self) -> str | None:
+        """The read API's database URL: ``api_database_url``, else ``database_url``."""
+        return self.api_database_url or self.database_url
+
+    @property
+    def api_token_set(self) -> frozenset[str]:
+        """The bearer tokens of ``api_tokens`` (empty: no token asked)."""
+        return frozenset(t.strip() for t in (self.api_tokens or "").split(",") if t.strip())
 
     @property
     def session_database_url(self) -> str | None:

@@ -95,3 +95,12 @@ def test_generated_ledgers_replay_to_the_same_bits(seed: int, players: int, mixe
     """Any seeded ledger, few players (so the same ones meet often), either shape mix."""
     matches = ledger(60, max(players, 5), seed, mixed)
     assert bits(fast_replay.replay(matches, policy)) == bits(replay(matches, policy))
+
+
+def test_a_policy_without_a_fast_fold_replays_through_the_policy() -> None:
+    """ChangesReplayer (the fold for other models) gives engine.replay's standings, fed in pieces."""
+    matches = ledger(300, 20, 4, mixed=True)
+    folded = fast_replay.ChangesReplayer(POLICIES[1]).feed(matches[:100]).feed(matches[100:])
+    assert folded.matches == 300
+    assert bits(folded.standings()) == bits(replay(matches, POLICIES[1]))
+    assert folded.ratings() == {p: (s.rating, s.games_played) for p, s in folded.standings().items()}

@@ -279,11 +279,11 @@ def test_a_bad_weight_is_refused() -> None:
 
 player_states = st.builds(
     lambda r, d, v, t: PlayerState(r, 1, None, None, d, v, t),
-    st.floats(0, 4000), st.floats(45, 500), st.floats(0.01, 0.1), st.floats(0, 1e9),
+    st.floats(0, 4000), st.floats(45, 500), st.floats(1e-6, 0.1), st.floats(0, 1e9),
 )
 
 
-@given(player_states, player_states, st.sampled_from(list(Outcome)), st.floats(0, 2e9), st.floats(0.05, 1.5))
+@given(player_states, player_states, st.sampled_from(list(Outcome)), st.floats(0, 2e9), st.floats(0.01, 3.0))
 @settings(max_examples=300, deadline=None)
 def test_every_1v1_is_finite_bounded_and_rewards_the_winner(
     sa: PlayerState, sb: PlayerState, outcome: Outcome, at: float, tau: float
@@ -317,3 +317,32 @@ def test_replay_stores_the_deviation_volatility_and_time() -> None:
     assert a.games_played == 2 and a.last_played == 5 * DAY
     assert a.deviation is not None and a.deviation < 500.0 and a.volatility is not None
     assert (a.wins, a.draws) == (1, 1)
+
+
+def test_ratings_too_far_apart_are_refused_with_a_reason() -> None:
+    """An expected score of exactly 1 (ratings 8,000 or 200,000 points apart) makes the paper's v
+    infinite: the match is unratable (unsupported_match), in the policy and in the fast replay."""
+    from engine.fast_replay import replay as fast
+    from engine.rating import UnratableMatch
+
+    policy = Glicko2Policy(max_rating_change=None)
+    for gap in (8_000.0, 200_000.0):
+        states = {"a": state(1500 + gap, 50), "b": state(1500, 50)}
+        with pytest.raises(UnratableMatch) as refused:
+            rate(one_v_one(Outcome.SIDE_A_WON, 0.0), states, policy)
+        assert refused.value.reason_code == "unsupported_match"
+    with pytest.raises(UnratableMatch):
+        rate_period(9500, 50, 0.06, [(1500, 50, 1.0)], 0.5)
+    # the fast fold refuses it too, on the 1v1 path and on the teams path
+    from engine.fast_glicko2 import Glicko2Replayer
+    from engine.replay import Standing
+
+    for match in (one_v_one(Outcome.SIDE_A_WON, 0.0),
+                  Match("t", (Participant("a"), Participant("c")), (Participant("b"),), Outcome.SIDE_A_WON,
+                        played_at=0.0)):
+        replayer = Glicko2Replayer(policy)
+        replayer.standings()["a"] = Standing(200_000.0, 1, 200_000.0, None, 1, 0, 0, 50.0, 0.06, 0.0)
+        replayer.standings()["c"] = Standing(200_000.0, 1, 200_000.0, None, 1, 0, 0, 50.0, 0.06, 0.0)
+        with pytest.raises(UnratableMatch):
+            replayer.feed([match])
+    assert fast([one_v_one(Outcome.DRAW, 0.0)], policy) == replay([one_v_one(Outcome.DRAW, 0.0)], policy)

@@ -23,7 +23,7 @@ PRODUCTION_FILES = (
     "engine/rating.py", "engine/fast_replay.py", "schemas/match_finished.py", "schemas/json/match_finished.v1.json",
     "worker/bootstrap.py", "worker/cli/main.py", "worker/service/tasks.py", "worker/service/relay.py",
     "worker/store/rating.py", "worker/store/connection.py", "worker/ops/verify.py", "worker/ops/generate.py",
-    "worker/policy/ladders.py", "worker/ladders.toml",
+    "worker/policy/ladders.py", "worker/ladders.toml", "worker/api/app.py", "worker/api/templates/leaderboard.html",
 )
 
 

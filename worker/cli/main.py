@@ -68,6 +68,7 @@ def _root(
 app.command(rich_help_panel=SERVICE)(service.migrate)
 app.command(rich_help_panel=SERVICE)(service.worker)
 app.command(rich_help_panel=SERVICE)(service.relay)
+app.command(rich_help_panel=SERVICE)(service.api)
 app.command(rich_help_panel=OPERATIONS)(service.doctor)
 app.command(rich_help_panel=OPERATIONS)(ladders.verify)
 app.add_typer(dead_letters.dead_letters_app, name="dead-letters", rich_help_panel=OPERATIONS)

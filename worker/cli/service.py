@@ -156,3 +156,22 @@ def doctor(
     console.print(table)
     if not ok:
         raise typer.Exit(ExitCode.FINDINGS)
+
+
+def api(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    port: Annotated[Optional[int], typer.Option(help="Port (default: RATINGS_API_PORT, 8080).")] = None,
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes (each with its own pool).", min=1)] = 1,
+) -> None:
+    """Serve the read API (/v1/...), /health, /metrics and the leaderboard page (/ladders/...).
+
+    Reads only, through RATINGS_API_DATABASE_URL (a read replica, a role granted ratings_api), else
+    RATINGS_DATABASE_URL. Bearer tokens from RATINGS_API_TOKENS when set.
+    """
+    import uvicorn
+
+    settings = get_settings()
+    if not settings.api_url:
+        fail("[red]RATINGS_API_DATABASE_URL is not set[/red] (nor RATINGS_DATABASE_URL).", ExitCode.NOT_READY)
+    uvicorn.run("worker.bootstrap:api_from_environment", factory=True, host=host, port=port or settings.api_port,
+                workers=workers, log_level=settings.log_level.lower(), access_log=False)
