@@ -294,3 +294,20 @@ def test_the_verdict_names_the_best_model_and_says_where_the_ambition_is_not_met
     assert "above published (0.2400)" in line
     level = ModelComparison([summary], [elo, g2], [elo], [Baseline("x", "published", scores(0.24132))])
     assert "level with (to 4 decimals) published" in comparison_verdicts(level)[0]
+
+
+def test_a_match_the_policy_refuses_is_left_out_of_scores_and_ratings_and_counted():
+    """An Elo policy that refuses uneven sides, given a 2-against-1 match between two 1v1 ones: the
+    second 1v1 is predicted from the ratings the first left (the refused match moved nothing)."""
+    uneven = Match("u", (Participant("A"), Participant("C")), (Participant("B"),), Outcome.SIDE_B_WON,
+                   played_at=86400.0)
+    data = DataSet("toy", "toy", (_m(0, "A", "B", Outcome.SIDE_A_WON), uneven, _m(2, "A", "B", Outcome.SIDE_A_WON),
+                                  _m(3, "A", "B", Outcome.DRAW)))
+    halves = replay_scores(RatingPolicy(ConstantK(32), uneven_sides=False), data)
+    assert halves.unrated == 1 and halves.later is not None
+    assert (halves.earlier.count, halves.later.count) == (1, 2)
+    e2 = 1 / (1 + 10 ** (-32 / 400))  # A 1216 against B 1184, as if the refused match had not been
+    gap = 32 + 2 * 32 * (1 - e2)  # A's second win moves both by 32 (1 − e2)
+    e3 = 1 / (1 + 10 ** (-gap / 400))
+    hand = (-math.log10(e2) - 0.5 * (math.log10(e3) + math.log10(1 - e3))) / 2
+    assert halves.later.scores().deviance == pytest.approx(hand, rel=1e-12)

@@ -107,7 +107,8 @@ earlier half each."""
 class ModelResult:
     """One model on one data set: ``label`` names the policy (an Elo policy file's stem, or the
     model); ``parameters`` those chosen on the earlier half; ``tuning`` the earlier half's scores
-    with them, ``evaluation`` the later half's; ``trials`` how many candidates were replayed."""
+    with them, ``evaluation`` the later half's; ``trials`` how many candidates were replayed;
+    ``unrated`` the matches the policy refused in the final replay (left out of the scores)."""
 
     data_set: str
     model: str
@@ -116,6 +117,7 @@ class ModelResult:
     tuning: Scores
     evaluation: Scores
     trials: int
+    unrated: int = 0
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ def compare_elo(data: DataSet, policy_files: Sequence[Path] = SHIPPED_ELO_POLICI
         assert halves.later is not None
         results.append(ModelResult(
             data.name, "elo", path.stem, {"policy": path.stem, "description": describe_policy(policy)},
-            halves.earlier.scores(), halves.later.scores(), len(policy_files),
+            halves.earlier.scores(), halves.later.scores(), len(policy_files), halves.unrated,
         ))
     chosen = min(results, key=lambda r: r.tuning.deviance)
     return chosen, results
@@ -255,7 +257,7 @@ def tune_model(spec: ModelSpec, data: DataSet,
         halves = replay_scores(spec.build(parameters), data, progress=progress)
         assert halves.later is not None
         results.append(ModelResult(data.name, spec.model, label, parameters, halves.earlier.scores(),
-                                   halves.later.scores(), len(trials)))
+                                   halves.later.scores(), len(trials), halves.unrated))
     return results, trials
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import Match, RatingPolicy
+from engine import Match, RatingPolicy, UnratableMatch
 from engine.policy import AnyPolicy
 from engine.replay import Standing, replay_changes
 from worker.ops.evaluate.datasets import DataSet
@@ -57,10 +57,12 @@ def side_a_expected(policy: AnyPolicy, match: Match, standings: Mapping[str, Sta
 @dataclass
 class HalfScores:
     """The scorecards of one replay: ``earlier`` over ``matches[:split]``, ``later`` over
-    ``matches[split:]`` (``None`` when the replay stopped at the split)."""
+    ``matches[split:]`` (``None`` when the replay stopped at the split); ``unrated`` counts the
+    matches the policy refused (:class:`engine.UnratableMatch`), left out of both."""
 
     earlier: Scorecard = field(default_factory=Scorecard)
     later: Scorecard | None = None
+    unrated: int = 0
 
 
 def replay_scores(policy: AnyPolicy, data: DataSet, *, whole: bool = True,
@@ -70,7 +72,9 @@ def replay_scores(policy: AnyPolicy, data: DataSet, *, whole: bool = True,
 
     ``whole=False`` stops at the split (tuning needs the earlier half only). ``progress`` is
     called with the number of matches replayed since its last call (every 1,000 and at the end).
-    Passes on what the engine raises (e.g. :class:`engine.UnratableMatch`).
+    A match the policy refuses (:class:`engine.UnratableMatch`, e.g. Glicko-2 ratings so far apart
+    that the expected score is exactly 0 or 1) is left out of the scores and the ratings, as a
+    ladder would leave it to the dead letters, and counted in :attr:`HalfScores.unrated`.
     """
     elo = isinstance(policy, RatingPolicy)
     standings: dict[str, Standing] = {}
@@ -85,8 +89,12 @@ def replay_scores(policy: AnyPolicy, data: DataSet, *, whole: bool = True,
             assert halves.later is not None
             card = halves.later
         expected = 0.0 if elo else side_a_expected(policy, match, standings)
-        _, changes = next(replay_changes((match,), policy, standings))
-        card.add(changes[0].expected_score if elo else expected, data.actual(i))
+        try:
+            _, changes = next(replay_changes((match,), policy, standings))
+        except UnratableMatch:
+            halves.unrated += 1
+        else:
+            card.add(changes[0].expected_score if elo else expected, data.actual(i))
         if progress is not None and (i + 1) % 1000 == 0:
             progress(1000)
     if progress is not None and stop % 1000:
