@@ -45,8 +45,17 @@ def evaluate(
     json_out: Annotated[Optional[Path], typer.Option(
         "--json", help="Write every figure and series as JSON to this file.", dir_okay=False)] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    models: Annotated[bool, typer.Option(
+        "--models", help="Compare the rating models (Elo, Glicko-2, Weng-Lin) on the shipped football and NFL "
+                         "data: tuned on the earlier half, scored on the later half (deviance, log loss, Brier); "
+                         "--chart draws their calibration. No --ladder, --file or --policy.")] = False,
+    data: Annotated[Optional[list[str]], typer.Option(
+        help="With --models: a data set to use, football or nfl (repeat for both; default both).")] = None,
 ) -> None:
     """Replay a ladder's history under one or several policies and compare them side by side.
+
+    With --models, compares Elo, Glicko-2 and the Weng-Lin models on the shipped football and NFL data
+    instead (each tuned on the earlier half, scored on the later half).
 
     Per policy: log loss, Brier score and accuracy of the expected scores (predictions made before
     each match), mean rating and its drift over time, how often the rating floor and the expected
@@ -55,6 +64,14 @@ def evaluate(
     """
     from worker.ops import evaluate as ev
 
+    if models:
+        if ladder is not None or file is not None or policy:
+            err.print("[red]--models compares the models on the shipped data[/red]: drop --ladder, --file and --policy")
+            raise typer.Exit(ExitCode.USAGE)
+        from worker.cli.evaluate_models import compare_models
+
+        compare_models(data, json_out, chart, quiet)
+        return
     _check_usage(ladder, file, player, player_chart, drift_by)
     kind, history_ladder = _history_kind(ladder, file)
     policies = _chosen_policies(policy, history_ladder)
