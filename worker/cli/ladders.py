@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from datetime import UTC
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
@@ -32,6 +32,7 @@ from worker.ops.render import leaderboard_table
 from worker.settings import get_settings
 
 if TYPE_CHECKING:
+    from worker.cli.models import UncertaintyBoard
     from worker.ops.verify import VerifyResult
 
 
@@ -47,16 +48,18 @@ def leaderboard(
     (a draw counts as half a win). A ladder rated with uncertainty (Glicko-2, Weng-Lin) is ranked by
     its conservative rating, with the deviation grown to the moment shown and provisional and
     inactive marks; players not rankable are listed after, unranked."""
-    from worker.cli.models import uncertainty_leaderboard
+    from worker.cli.models import uncertainty_board, uncertainty_table
 
     require_known_ladder(ladder)
     with open_database() as conn:
-        if not (as_csv or as_json):
-            table = uncertainty_leaderboard(conn, ladder, top, at)
-            if table is not None:
-                console.print(table)
-                return
-        rows = repository.leaderboard(conn, ladder, top)
+        shown = uncertainty_board(conn, ladder, top, at)
+        rows = repository.leaderboard(conn, ladder, None if shown is not None else top)
+    if shown is not None:
+        if as_json or as_csv:
+            _print_uncertainty_board(ladder, shown, rows, as_json)
+        else:
+            console.print(uncertainty_table(ladder, shown))
+        return
     columns = ["rank", "player_id", "rating", "games", "wins", "draws", "losses", "win_pct"]
     if as_json:
         print_json({"ladder": ladder, "players": [{c: r[c] for c in [*columns, "peak_rating"]} for r in rows]})
@@ -70,6 +73,30 @@ def leaderboard(
     console.print(leaderboard_table(ladder, rows))
 
 
+def _print_uncertainty_board(ladder: str, shown: UncertaintyBoard, rows: list[dict[str, Any]], as_json: bool) -> None:
+    """``leaderboard --json`` / ``--csv`` of a ladder rated with uncertainty: the table's rows and
+    ranks (by the conservative rating at the moment shown), with each player's wins, draws, losses,
+    win % and peak rating from ``rows`` (:func:`worker.store.leaderboard`)."""
+    from worker.cli.models import board_dict
+
+    counts = {r["player_id"]: r for r in rows}
+    extra = ("wins", "draws", "losses", "win_pct", "peak_rating")
+    players = [board_dict(b) | {c: counts[b.player_id][c] if b.player_id in counts else None for c in extra}
+               for b in shown.rows]
+    if as_json:
+        print_json({"ladder": ladder, "model": shown.model,
+                    "at": datetime.fromtimestamp(shown.at, UTC).isoformat(),
+                    "ranked_by": f"rating - {shown.k:g} * deviation", "players": players})
+        return
+    fields = ["rank", "player_id", "rating", "deviation", "conservative", "games", "wins", "draws", "losses",
+              "win_pct", "provisional", "rankable", "inactive"]
+    writer = csv.writer(sys.stdout)
+    writer.writerow(["rank", "player", "rating", "deviation", "conservative", "games", "wins", "draws", "losses",
+                     "win %", "provisional", "rankable", "inactive"])
+    for p in players:
+        writer.writerow(["" if p[f] is None else str(p[f]).lower() if isinstance(p[f], bool) else p[f]
+                         for f in fields])
+
 
 def history(
     player: Annotated[str, typer.Argument(help="Player id.")],
@@ -81,7 +108,7 @@ def history(
     exit 1 when the player has no history on the ladder."""
     require_known_ladder(ladder)
     with open_database() as conn:
-        rows = repository.history(conn, ladder, player)
+        rows = _without_absent(repository.history(conn, ladder, player, uncertainty=as_json))
         rewrites = repository.history_corrections(conn, ladder, player) if rows else []
     if as_json:
         print_json({"ladder": ladder, "player_id": player, "history": rows, "corrections": rewrites})
@@ -109,6 +136,14 @@ def history(
                 + (f" ({c['reason']}, by {c['annulled_by']})" if c["reason"] else ""))
         console.print(f"correction #{c['id']} at {c['at']:%Y-%m-%d %H:%M:%S}: {what}; "
                       f"{c['rows']} earlier row(s) of {player} superseded")
+
+
+def _without_absent(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History rows without the deviation and volatility columns no row has a value in (a ladder
+    rated by Elo has neither; Weng-Lin has no volatility)."""
+    absent = [c for c in ("deviation_before", "deviation_after", "volatility_before", "volatility_after")
+              if rows and c in rows[0] and all(r[c] is None for r in rows)]
+    return [{k: v for k, v in r.items() if k not in absent} for r in rows] if absent else rows
 
 
 def annul(
@@ -228,7 +263,8 @@ def export(
     """Export a ladder's leaderboard for organisers, as CSV or an Excel workbook.
 
     Columns: Rank, Name, Wins, Losses, Draws, Win %, Rating, Peak, Games. Win % counts a draw as
-    half a win: (wins + draws / 2) / games.
+    half a win: (wins + draws / 2) / games. A ladder rated with uncertainty is in the order and with
+    the ranks of `ratings leaderboard` now (by conservative rating; players not rankable last, Rank blank).
     """
     from worker.ops.export import csv_text, standings_from_rows, write_csv_file, write_xlsx
 
@@ -248,9 +284,15 @@ def export(
     if not to_stdout and not output.parent.is_dir():
         err.print(f"[red]folder {str(output.parent)!r} does not exist[/red]: create it or choose another --output")
         raise typer.Exit(ExitCode.USAGE)
+    from worker.cli.models import uncertainty_board
+
     with open_database() as conn:
-        rows = repository.leaderboard(conn, ladder, top)
+        shown = uncertainty_board(conn, ladder, top, None)
+        rows = repository.leaderboard(conn, ladder, None if shown is not None else top)
         record = repository.ladder_record(conn, ladder)
+    if shown is not None:  # the leaderboard's order and ranks: by conservative rating now
+        counts = {r["player_id"]: r for r in rows}
+        rows = [counts[b.player_id] | {"rank": b.rank} for b in shown.rows if b.player_id in counts]
     standings = standings_from_rows(rows)
     if to_stdout:
         sys.stdout.write(csv_text(standings))

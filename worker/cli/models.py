@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional
 
 import typer
 from rich.table import Table
 
 from worker.cli.common import console, err, ladder_policies, open_database, require_known_ladder
+
+if TYPE_CHECKING:
+    from worker.ops.standings import BoardRow
 
 
 def _in_force(conn: Any, ladder: str) -> tuple[Any, dict[str, Any] | None]:
@@ -40,8 +43,20 @@ def _moment(at: str | None) -> float:
     return moment.timestamp()
 
 
-def uncertainty_leaderboard(conn: Any, ladder: str, top: int | None, at: str | None) -> Table | None:
-    """The leaderboard table of ``ladder`` when a model with uncertainty rates it, else ``None``."""
+class UncertaintyBoard(NamedTuple):
+    """The leaderboard of a ladder rated with uncertainty: the policy's model and ``k`` of its
+    conservative rating (rating - k x deviation), the moment shown (seconds since the epoch) and the
+    rows (:class:`worker.ops.standings.BoardRow`)."""
+
+    model: str
+    k: float
+    at: float
+    rows: list[BoardRow]
+
+
+def uncertainty_board(conn: Any, ladder: str, top: int | None, at: str | None) -> UncertaintyBoard | None:
+    """The leaderboard of ``ladder`` at ``at`` (``--at``; now when ``None``) when a model with
+    uncertainty rates it, else ``None``. Exits 2 on an ``--at`` that is not a date-time with offset."""
     from worker import store as repository
     from worker.ops.standings import board
     from worker.policy.uncertainty import leaderboard_rules
@@ -52,11 +67,24 @@ def uncertainty_leaderboard(conn: Any, ladder: str, top: int | None, at: str | N
         return None
     moment = _moment(at)
     rows = board(repository.player_states(conn, ladder), rules, moment, top)
-    k = policy.conservative_k
-    table = Table(title=f"ladder {ladder} ({policy.model}; ranked by rating - {k:g} × deviation)")
+    return UncertaintyBoard(policy.model, policy.conservative_k, moment, rows)
+
+
+def board_dict(row: BoardRow) -> dict[str, Any]:
+    """A leaderboard row of a ladder rated with uncertainty as ``--json`` and ``--csv`` give it:
+    ``rank`` (``None`` when not rankable), ``player_id``, ``rating``, ``deviation`` (grown to the moment
+    shown), ``conservative`` (what the rank is by), ``games``, ``provisional``, ``rankable``, ``inactive``."""
+    return {"rank": row.rank, "player_id": row.player_id, "rating": row.rating, "deviation": row.deviation,
+            "conservative": row.conservative, "games": row.games, "provisional": row.provisional,
+            "rankable": row.rank is not None, "inactive": row.inactive}
+
+
+def uncertainty_table(ladder: str, shown: UncertaintyBoard) -> Table:
+    """The leaderboard table of a ladder rated with uncertainty."""
+    table = Table(title=f"ladder {ladder} ({shown.model}; ranked by rating - {shown.k:g} × deviation)")
     for col in ("rank", "player", "conservative", "rating", "± deviation", "games", "marks"):
         table.add_column(col, justify="left" if col in ("player", "marks") else "right")
-    for r in rows:
+    for r in shown.rows:
         marks = ", ".join(m for m, on in (("provisional", r.provisional), ("inactive", r.inactive)) if on)
         table.add_row("-" if r.rank is None else str(r.rank), r.player_id, f"{r.conservative:.1f}",
                       f"{r.rating:.1f}", f"{r.deviation:.1f}", str(r.games), marks)

@@ -39,10 +39,11 @@ _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """One leaderboard row: ``rank`` (ties share a rank), ``name`` (player id), counts of games,
+    """One leaderboard row: ``rank`` (ties share a rank; ``None`` for a player a ladder rated with
+    uncertainty does not rank yet, written blank), ``name`` (player id), counts of games,
     ``win_share`` in [0, 1] (``None`` without games), ``rating`` and ``peak`` in rating points."""
 
-    rank: int
+    rank: int | None
     name: str
     wins: int
     losses: int
@@ -61,7 +62,7 @@ def win_share(wins: int, draws: int, games: int) -> float | None:
 def standings_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Standing]:
     """:class:`Standing` rows from :func:`worker.store.leaderboard` rows."""
     return [
-        Standing(int(r["rank"]), r["player_id"], r["wins"], r["losses"], r["draws"],
+        Standing(None if r["rank"] is None else int(r["rank"]), r["player_id"], r["wins"], r["losses"], r["draws"],
                  win_share(r["wins"], r["draws"], r["games"]), float(r["rating"]), float(r["peak_rating"]), r["games"])
         for r in rows
     ]
@@ -79,8 +80,8 @@ def write_csv(standings: Iterable[Standing], out: TextIO) -> int:
     n = 0
     for s in standings:
         pct = "" if s.win_share is None else f"{100 * s.win_share:.1f}"
-        writer.writerow([s.rank, _csv_text(s.name), s.wins, s.losses, s.draws, pct, f"{s.rating:.2f}",
-                         f"{s.peak:.2f}", s.games])
+        writer.writerow(["" if s.rank is None else s.rank, _csv_text(s.name), s.wins, s.losses, s.draws, pct,
+                         f"{s.rating:.2f}", f"{s.peak:.2f}", s.games])
         n += 1
     return n
 
@@ -118,7 +119,10 @@ def write_xlsx(standings: Iterable[Standing], path: Path, ladder: str, about: Ma
         for col, header in enumerate(HEADERS):
             sheet.write_string(0, col, header, bold)
         for i, s in enumerate(rows, start=1):
-            sheet.write_number(i, 0, s.rank)
+            if s.rank is None:
+                sheet.write_blank(i, 0, None)
+            else:
+                sheet.write_number(i, 0, s.rank)
             sheet.write_string(i, 1, s.name)
             sheet.write_number(i, 2, s.wins)
             sheet.write_number(i, 3, s.losses)

@@ -70,14 +70,19 @@ def leaderboard(conn: psycopg.Connection, ladder: str, top: int | None = None) -
     return rows
 
 
-def history(conn: psycopg.Connection, ladder: str, player_id: str) -> list[dict[str, Any]]:
+def history(conn: psycopg.Connection, ladder: str, player_id: str, uncertainty: bool = False
+            ) -> list[dict[str, Any]]:
     """Rating history of one player on one ladder, oldest first: the rows of the ladder's current
-    generation (a rebuild's history once it switched over); ``sequence`` is the player's n-th match."""
+    generation (a rebuild's history once it switched over); ``sequence`` is the player's n-th match.
+    With ``uncertainty``, each row also has ``deviation_before``/``deviation_after`` (rating points)
+    and ``volatility_before``/``volatility_after``: ``None`` where the ladder's model has none."""
+    extra = (", rc.deviation_before, rc.deviation_after, rc.volatility_before, rc.volatility_after"
+             if uncertainty else "")
     return conn.cursor(row_factory=dict_row).execute(
         """
         SELECT rc.sequence, rc.match_id, l.finished_at, rc.result, rc.rating_before,
                rc.rating_after, rc.rating_after - rc.rating_before AS delta,
-               rc.expected_score, rc.actual_score, rc.k_factor
+               rc.expected_score, rc.actual_score, rc.k_factor""" + extra + """
           FROM rating_changes rc JOIN ledger l ON l.seq = rc.ledger_seq
          WHERE rc.ladder = %(ladder)s AND rc.player_id = %(player)s
            AND rc.generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)
