@@ -46,11 +46,16 @@ def leaderboard(
     """Players of a ladder by rating: rank, player, rating, games, wins, draws, losses, win %
     (a draw counts as half a win). A ladder rated with uncertainty (Glicko-2, Weng-Lin) is ranked by
     its conservative rating, with the deviation grown to the moment shown and provisional and
-    inactive marks; players not rankable are listed after, unranked."""
-    from worker.cli.models import uncertainty_leaderboard
+    inactive marks; players not rankable are listed after, unranked (``--json``: rank ``null``)."""
+    from worker.cli.models import uncertainty_leaderboard, uncertainty_leaderboard_json
 
     require_known_ladder(ladder)
     with open_database() as conn:
+        if as_json:
+            data = uncertainty_leaderboard_json(conn, ladder, top, at)
+            if data is not None:
+                print_json(data)
+                return
         if not (as_csv or as_json):
             table = uncertainty_leaderboard(conn, ladder, top, at)
             if table is not None:

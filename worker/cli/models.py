@@ -40,18 +40,38 @@ def _moment(at: str | None) -> float:
     return moment.timestamp()
 
 
-def uncertainty_leaderboard(conn: Any, ladder: str, top: int | None, at: str | None) -> Table | None:
-    """The leaderboard table of ``ladder`` when a model with uncertainty rates it, else ``None``."""
+def uncertainty_rows(conn: Any, ladder: str, top: int | None, at: str | None) -> tuple[Any, list[Any]] | None:
+    """The policy in force on ``ladder`` and its leaderboard rows
+    (:class:`worker.store.standings.BoardRow`) at ``at`` when a model with uncertainty rates it, else ``None``."""
     from worker import store as repository
-    from worker.ops.standings import board
     from worker.policy.uncertainty import leaderboard_rules
+    from worker.store.standings import board
 
     policy, content = _in_force(conn, ladder)
     rules = leaderboard_rules(policy, content)
     if rules is None:
         return None
-    moment = _moment(at)
-    rows = board(repository.player_states(conn, ladder), rules, moment, top)
+    return policy, board(repository.player_states(conn, ladder), rules, _moment(at), top)
+
+
+def uncertainty_leaderboard_json(conn: Any, ladder: str, top: int | None, at: str | None) -> dict[str, Any] | None:
+    """``ratings leaderboard --json`` of ``ladder`` when a model with uncertainty rates it, else ``None``:
+    the ladder, its model and the rows (rank ``null`` when not rankable), in the table's order."""
+    from worker.store.standings import board_row_dict
+
+    found = uncertainty_rows(conn, ladder, top, at)
+    if found is None:
+        return None
+    policy, rows = found
+    return {"ladder": ladder, "model": policy.model, "players": [board_row_dict(r) for r in rows]}
+
+
+def uncertainty_leaderboard(conn: Any, ladder: str, top: int | None, at: str | None) -> Table | None:
+    """The leaderboard table of ``ladder`` when a model with uncertainty rates it, else ``None``."""
+    found = uncertainty_rows(conn, ladder, top, at)
+    if found is None:
+        return None
+    policy, rows = found
     k = policy.conservative_k
     table = Table(title=f"ladder {ladder} ({policy.model}; ranked by rating - {k:g} × deviation)")
     for col in ("rank", "player", "conservative", "rating", "± deviation", "games", "marks"):
@@ -75,7 +95,7 @@ def predict(
     a proposed match between players of a ladder, from their stored ratings (a player without one
     starts from the ladder's initial rating)."""
     from worker import store as repository
-    from worker.ops.standings import prediction, prediction_dict
+    from worker.store.standings import prediction, prediction_dict
 
     require_known_ladder(ladder)
     sides = [[p.strip() for p in s.split(",") if p.strip()] for s in side]

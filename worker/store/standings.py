@@ -1,4 +1,5 @@
-"""Leaderboards and predictions of ladders rated by a model with uncertainty (read side only).
+"""Store: leaderboards and predictions of ladders rated by a model with uncertainty (read side
+only), as the CLI and the read API show them.
 
 A leaderboard ranks by the policy's conservative rating at a moment (Glicko-2: rating - 2 RD;
 Weng-Lin: mu - 3 sigma; ``conservative_k`` in the policy file), with each player's deviation grown
@@ -14,11 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+import psycopg
+
 from engine.model import PlayerState
 from engine.policy import AnyPolicy
 from engine.predict import Prediction, predict
-from worker.policy.uncertainty import LeaderboardRules
+from worker.policy.uncertainty import LeaderboardRules, leaderboard_rules
+from worker.store.ladders import stored_policy
 from worker.store.players import initial_state
+from worker.store.policy_records import policy_content, policy_version_in_force
 from worker.store.read_models import StoredState
 
 
@@ -42,6 +47,19 @@ def _state(stored: StoredState) -> PlayerState:
                        stored.last_played)
 
 
+def recorded_policy(conn: psycopg.Connection, ladder: str) -> tuple[AnyPolicy, LeaderboardRules | None] | None:
+    """The policy recorded in force on ``ladder`` (its ``ladders`` row; what a reader without the
+    ladders file, the read API, goes by) and its :class:`LeaderboardRules` (``None`` for Elo), or
+    ``None`` for a ladder with no recorded policy. Raises
+    :class:`worker.policy.stored.PolicyUnavailable` when the version's content is not recorded or
+    does not validate in this release."""
+    version = policy_version_in_force(conn, ladder)
+    if version is None:
+        return None
+    policy = stored_policy(conn, version)
+    return policy, leaderboard_rules(policy, policy_content(conn, version))
+
+
 def board(states: Mapping[str, StoredState], rules: LeaderboardRules, at: float, top: int | None = None
           ) -> list[BoardRow]:
     """The leaderboard at ``at`` (seconds since the epoch): rankable players by conservative rating
@@ -63,6 +81,11 @@ def board(states: Mapping[str, StoredState], rules: LeaderboardRules, at: float,
         out.append(BoardRow(None if unrankable else rank, pid, shown.conservative, stored.rating, shown.deviation,
                             stored.games_played, shown.provisional, shown.inactive))
     return out[:top] if top is not None else out
+
+
+def board_row_dict(row: BoardRow) -> dict[str, Any]:
+    """A leaderboard row as JSON-ready data (``ratings leaderboard --json`` on a ladder with uncertainty)."""
+    return row._asdict()
 
 
 def prediction(sides: Sequence[Sequence[str]], states: Mapping[str, StoredState], policy: AnyPolicy,
