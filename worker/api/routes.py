@@ -148,7 +148,7 @@ def player(request: Request, ladder: LADDER, player_id: PLAYER) -> Response:
 
 
 @router.post("/ladders/{ladder}/players", response_model=models.BatchResponse,
-             responses=problem_responses(404, 422), summary="The states of up to 1,000 players at once")
+             responses=problem_responses(400, 404, 422), summary="The states of up to 1,000 players at once")
 def players_batch(request: Request, ladder: LADDER,
                   body: Annotated[models.BatchRequest, Body()]) -> models.BatchResponse:
     """Look up many players in one call (a matchmaker's): the states found, in the order asked
@@ -250,7 +250,8 @@ def match(request: Request, match_id: Annotated[str, Path(min_length=1, max_leng
 
 
 @router.post("/ladders/{ladder}/predictions", response_model=models.PredictionResponse,
-             responses=problem_responses(404, 422, 503), summary="Win probabilities and quality of a proposed match")
+             responses=problem_responses(400, 404, 422, 503),
+             summary="Win probabilities and quality of a proposed match")
 def predictions(request: Request, ladder: LADDER,
                 body: Annotated[models.PredictionRequest, Body()]) -> models.PredictionResponse:
     """Each side's win probability, the draw probability (null where the model has none) and the
