@@ -172,3 +172,31 @@ def test_the_leaderboard_page_shows_rating_plus_minus_deviation_and_marks(api, u
     page = api.get("/ladders/glicko2")
     assert page.status == 200
     assert "±" in page.body and "Conservative" in page.body and "gl-p00" in page.body
+
+
+def test_a_walk_is_the_leaderboard_of_its_first_moment_while_matches_are_rated(env, api, uncertain, publisher):
+    """First page of the glicko2 leaderboard (3 rows), then the CLI's leaderboard at the page's
+    ``as_of`` (the expected walk), then 20 more matches rated through the workers (they move
+    deviations, ratings and ranks, some of them late), then the rest of the walk: every row equals
+    the CLI's at the first moment, so no player is repeated or skipped."""
+    first = api.get("/v1/ladders/glicko2/leaderboard?limit=3")
+    assert first.status == 200, first.body
+    at = first.body["as_of"]
+    expected = json.loads(_cli("leaderboard", "--ladder", "glicko2", "--json", "--top", "1000", "--at", at))
+    more = generated_matches("glicko2", 60, 99)[40:]
+    for m in more:
+        m["match_id"] += "-more"
+    with env.connect() as conn:
+        done = conn.execute("SELECT count(*) FROM ledger").fetchone()[0]
+    for m in more:
+        publisher(m)
+    env.wait_drained(done + len(more), timeout=300)
+    rows, page = list(first.body["rows"]), first.body
+    while page["next_cursor"]:
+        page = api.get(f"/v1/ladders/glicko2/leaderboard?limit=3&cursor={page['next_cursor']}").body
+        assert page["as_of"] == at, page
+        rows += page["rows"]
+    key = ("rank", "player_id", "rating", "deviation", "conservative", "provisional", "inactive", "games")
+    assert [tuple(r[k] for k in key) for r in rows] == [tuple(c[k] for k in key) for c in expected["players"]]
+    now = json.loads(_cli("leaderboard", "--ladder", "glicko2", "--json", "--top", "1000", "--at", at))
+    assert now["players"] != expected["players"]  # the matches between pages did change the ladder
