@@ -124,15 +124,28 @@ def _state(s: api_reads.PlayerState, shown: standings.BoardRow | None = None,
 
 def states(conn: Connection, ladder: str, player_ids: list[str]) -> list[models.PlayerState]:
     """The API states of those of ``player_ids`` with a row on ``ladder``, in the order asked. On a
-    ladder rated with uncertainty the ranks come from the whole leaderboard as of now (one scan)."""
+    ladder rated with uncertainty the ranks come from the whole leaderboard as of now (one scan); a
+    player the leaderboard leaves out (no match left after deferrals or annulments) is unranked."""
     found = api_reads.player_states(conn, ladder, player_ids)
     _, rules = _policy(conn, ladder)
     if rules is None or not found:
         return [_state(s) for s in found]
+    now = time.time()
     stored = read_models.stored_states(conn, ladder)
-    shown = {r.player_id: r for r in standings.board(stored, rules, time.time())}
-    return [_state(s, shown.get(s.player_id), stored[s.player_id].volatility) if s.player_id in shown
-            else _state(s) for s in found]
+    shown = {r.player_id: r for r in standings.board(stored, rules, now)}
+    out = []
+    for s in found:
+        kept = stored.get(s.player_id)
+        if kept is None:  # gone since the first read (a rebuild switched over): as read first
+            out.append(_state(s))
+            continue
+        row = shown.get(s.player_id)
+        if row is None:
+            seen = rules.shown(standings.engine_state(kept), now)
+            row = standings.BoardRow(None, s.player_id, seen.conservative, kept.rating, seen.deviation,
+                                     kept.games_played, seen.provisional, seen.inactive)
+        out.append(_state(s, row, kept.volatility))
+    return out
 
 
 @router.get("/ladders/{ladder}/players/{player_id:path}", response_model=models.PlayerState,

@@ -42,7 +42,8 @@ class BoardRow(NamedTuple):
     inactive: bool
 
 
-def _state(stored: StoredState) -> PlayerState:
+def engine_state(stored: StoredState) -> PlayerState:
+    """The engine's :class:`engine.model.PlayerState` of a stored state."""
     return PlayerState(stored.rating, stored.games_played, None, None, stored.deviation, stored.volatility,
                        stored.last_played)
 
@@ -69,7 +70,7 @@ def board(states: Mapping[str, StoredState], rules: LeaderboardRules, at: float,
     for pid, stored in states.items():
         if stored.games_played == 0:
             continue  # a row made for a match that was deferred or annulled: nothing to show
-        shown = rules.shown(_state(stored), at)
+        shown = rules.shown(engine_state(stored), at)
         rows.append((not shown.rankable, -shown.conservative, pid, shown, stored))
     rows.sort(key=lambda t: (t[0], t[1], t[2].encode()))
     out: list[BoardRow] = []
@@ -100,7 +101,7 @@ def prediction(sides: Sequence[Sequence[str]], states: Mapping[str, StoredState]
             if pid in seen:
                 raise ValueError(f"player {pid!r} is on more than one side")
             seen.add(pid)
-    return predict([[_state(states[p]) if p in states else initial_state(policy, p) for p in side]
+    return predict([[engine_state(states[p]) if p in states else initial_state(policy, p) for p in side]
                     for side in sides], policy, at)
 
 

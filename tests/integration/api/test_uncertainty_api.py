@@ -168,10 +168,13 @@ def test_bad_proposed_matches_are_problems_with_reason_codes(api, uncertain):
 
 
 def test_the_leaderboard_page_shows_rating_plus_minus_deviation_and_marks(api, uncertain):
-    """The HTML leaderboard of the glicko2 ladder shows "±" deviations and the conservative column."""
+    """The HTML leaderboard of the glicko2 ladder shows "±" deviations and the conservative column,
+    and a player's page its rating ± deviation and conservative rating."""
     page = api.get("/ladders/glicko2")
     assert page.status == 200
     assert "±" in page.body and "Conservative" in page.body and "gl-p00" in page.body
+    player = api.get("/ladders/glicko2/players/gl-p00")
+    assert player.status == 200 and "±" in player.body and "conservative" in player.body
 
 
 def test_a_walk_is_the_leaderboard_of_its_first_moment_while_matches_are_rated(env, api, uncertain, publisher):
