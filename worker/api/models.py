@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 MAX_BATCH = 1000
 """Most player ids one batch lookup takes."""
 
+NO_NUL = r"^[^\x00]*$"
+"""Ids are text without NUL (PostgreSQL's text cannot hold it; no id on record has one)."""
+
 
 class _Shape(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -78,7 +81,7 @@ class PlayerState(_Shape):
 class BatchRequest(_Shape):
     """Player ids to look up at once (a matchmaker's call)."""
 
-    player_ids: list[str] = Field(min_length=1, max_length=MAX_BATCH)
+    player_ids: list[Annotated[str, Field(pattern=NO_NUL)]] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class BatchResponse(_Shape):
@@ -218,7 +221,7 @@ MAX_SIDE_PLAYERS = 100
 class PredictionRequest(_Shape):
     """A proposed match: its sides (each a list of player ids) and optionally its moment."""
 
-    sides: list[Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
+    sides: list[Annotated[list[Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]],
                           Field(min_length=1, max_length=MAX_SIDE_PLAYERS)]] = Field(
         min_length=2, max_length=MAX_SIDES,
                                    description="Each side's player ids (at least two sides, none empty, "

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 
 router = APIRouter(prefix="/v1", responses=problem_responses(401, 503))
 
-LADDER = Annotated[str, Path(description="Ladder name.", min_length=1, max_length=64)]
-PLAYER = Annotated[str, Path(description="Player id (percent-encoded).", min_length=1, max_length=200)]
+LADDER = Annotated[str, Path(description="Ladder name.", min_length=1, max_length=64, pattern=models.NO_NUL)]
+PLAYER = Annotated[str, Path(description="Player id (percent-encoded).", min_length=1, max_length=200,
+                             pattern=models.NO_NUL)]
 MAX_PAGE = 200
 
 
@@ -241,7 +242,8 @@ def _status(record: api_reads.MatchRecord) -> str:
 
 @router.get("/matches/{match_id:path}", response_model=models.MatchStatus, responses=problem_responses(404),
             summary="What became of a match")
-def match(request: Request, match_id: Annotated[str, Path(min_length=1, max_length=200)]) -> Response:
+def match(request: Request,
+          match_id: Annotated[str, Path(min_length=1, max_length=200, pattern=models.NO_NUL)]) -> Response:
     """Applied (with its rating changes), annulled, or dead-lettered (with the reason code and
     detail), with its duplicate deliveries; 404 ``unknown_match`` when nothing about it is on record."""
     with reading(request) as conn:

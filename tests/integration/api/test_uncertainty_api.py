@@ -157,7 +157,8 @@ def test_an_elo_prediction_of_two_newcomers_is_even(api, uncertain):
 
 def test_bad_proposed_matches_are_problems_with_reason_codes(api, uncertain):
     """A player on two sides: 422 ``invalid_sides``; one side only: 422 ``invalid_request``; an
-    unknown ladder: 404 ``unknown_ladder``; all as problem details."""
+    unknown ladder: 404 ``unknown_ladder``; a player id with NUL (which the database cannot hold):
+    422 ``invalid_request``; all as problem details."""
     twice = api.call("POST", "/v1/ladders/glicko2/predictions", body={"sides": [["gl-p00"], ["gl-p00"]]})
     assert (twice.status, twice.body["code"]) == (422, "invalid_sides"), twice.body
     assert twice.headers["content-type"].startswith("application/problem+json")
@@ -165,6 +166,8 @@ def test_bad_proposed_matches_are_problems_with_reason_codes(api, uncertain):
     assert (single.status, single.body["code"]) == (422, "invalid_request"), single.body
     nowhere = api.call("POST", "/v1/ladders/nope/predictions", body={"sides": [["a"], ["b"]]})
     assert (nowhere.status, nowhere.body["code"]) == (404, "unknown_ladder"), nowhere.body
+    nul = api.call("POST", "/v1/ladders/glicko2/players", body={"player_ids": ["a\u0000b"]})
+    assert (nul.status, nul.body["code"]) == (422, "invalid_request"), nul.body  # not a database error
 
 
 def test_the_leaderboard_page_shows_rating_plus_minus_deviation_and_marks(api, uncertain):
