@@ -74,7 +74,7 @@ def events_redis_url(servers, tmp_path_factory) -> Iterator[str]:
     if url:
         yield url
         return
-    embedded = EmbeddedServers.start(tmp_path_factory.mktemp("events-redis"), postgres=False)
+    embedded = EmbeddedServers.start(None, postgres=False)
     try:
         yield embedded.broker_url
     finally:
@@ -97,7 +97,7 @@ def servers(tmp_path_factory) -> Iterator[tuple[str, str]]:
         broker = f"{base}/{vhost}"
     embedded = None
     if not db or not broker:
-        embedded = EmbeddedServers.start(tmp_path_factory.mktemp("servers"), postgres=not db, redis_server=not broker)
+        embedded = EmbeddedServers.start(None, postgres=not db, redis_server=not broker)
     try:
         yield db or embedded.database_url, broker or embedded.broker_url
     finally:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -21,6 +20,7 @@ from tests.integration.test_worker import match, ratings, run_cli
 from worker.consumer import MemoryState, RatingEventConsumer, RedisState
 from worker.consumer.acl import consumer_acl_rules
 from worker.devtools.runtime import _free_port
+from worker.store.urls import url_with
 
 pytestmark = pytest.mark.integration
 
@@ -173,8 +173,7 @@ def test_the_read_only_backfill_role_reads_events_and_ratings_and_cannot_write(c
     try:
         # A URL (the settings refuse a keyword/value DSN): the same server and database, as the role,
         # direct (a test PgBouncer logs every client in as one user: auth_type = any).
-        parts = urlsplit(clean.direct_database_url)
-        url = urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}"))
+        url = url_with(clean.direct_database_url, user=role, password=None)
         env = {"RATINGS_DATABASE_URL": url, "RATINGS_DIRECT_DATABASE_URL": url}
         import os
 

@@ -9,7 +9,6 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -26,12 +25,9 @@ from worker.settings import DEFAULT_LADDERS_FILE, Settings
 from worker.store.ladders import LadderPolicy
 from worker.store.migrate import migrate
 from worker.store.pool import open_pool
+from worker.store.urls import url_with
 
 pytestmark = pytest.mark.integration
-
-
-def _with_dbname(url: str, dbname: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
 
 
 class Scenario:
@@ -44,7 +40,7 @@ class Scenario:
         self.dbname = f"ratings_env_{suffix}"
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{self.dbname}"')
-        self.database_url = _with_dbname(admin_url, self.dbname)
+        self.database_url = url_with(admin_url, dbname=self.dbname)
         if migrated:
             migrate(self.database_url)
         self.broker_url = broker_url
@@ -223,7 +219,7 @@ def test_read_only_database_backs_off_and_recovers(scenario):
         print(f"read-only: {logged} 'database not ready' line(s) in 8 s")
         assert logged <= 6  # backoff 1, 2, 4, 8 s: at most a few lines, never hundreds
         with psycopg.connect(s.admin_url, autocommit=True) as admin:
-            conn_db = _with_dbname(s.admin_url, s.dbname)
+            conn_db = url_with(s.admin_url, dbname=s.dbname)
             with psycopg.connect(conn_db, autocommit=True) as db:
                 assert db.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 0
                 assert db.execute("SELECT count(*) FROM ledger").fetchone()[0] == 1
