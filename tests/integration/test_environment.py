@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from worker import store as repository
-from worker.devtools.pgbouncer import PgBouncer
+from worker.devtools.pgbouncer import PgBouncer, pgbouncer_binary
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.ops.generate import generate_sedma_matches
 from worker.policy.ladders import load_ladders
@@ -28,6 +28,9 @@ from worker.store.pool import open_pool
 from worker.store.urls import url_with
 
 pytestmark = pytest.mark.integration
+
+needs_pgbouncer = pytest.mark.skipif(
+    pgbouncer_binary() is None, reason="pgbouncer is not installed (Debian: apt-get install -y pgbouncer; .ci/run does)")
 
 
 class Scenario:
@@ -109,6 +112,7 @@ def _wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"not within {timeout:.0f} s: {what}")
 
 
+@needs_pgbouncer
 def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
     """Issue 14's run: 200 matches, batch size 1, two workers, through PgBouncer (pool_mode =
     transaction, Debian's package): all 200 applied, no dead letter (before: 74 internal_error
@@ -152,6 +156,7 @@ def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
         bouncer.stop()
 
 
+@needs_pgbouncer
 def test_prepared_statements_through_a_pgbouncer_that_cannot_keep_them_are_an_error_of_the_environment(scenario,
                                                                                                       tmp_path):
     """``RATINGS_DATABASE_PREPARED_STATEMENTS`` turned on through PgBouncer 1.18 in
