@@ -42,6 +42,23 @@ def _cached_from_js_regex(pattern, alphabet):
 
 hypothesis_jsonschema._from_schema.from_js_regex = _cached_from_js_regex
 
+_merged_strategies: dict = {}
+_merged_as_strategies = hypothesis_jsonschema._from_schema.merged_as_strategies
+
+
+def _cached_merged_as_strategies(schemas, *, alphabet, custom_formats):
+    """hypothesis-jsonschema canonicalises an object's property schemas and builds their strategies
+    again for every property of every object it draws (about 1 s per match document); a strategy is
+    an immutable description of what to draw, so one per (schemas, alphabet, formats) draws the same
+    documents."""
+    key = (json.dumps(schemas, sort_keys=True), id(alphabet), id(custom_formats))
+    if key not in _merged_strategies:
+        _merged_strategies[key] = _merged_as_strategies(schemas, alphabet=alphabet, custom_formats=custom_formats)
+    return _merged_strategies[key]
+
+
+hypothesis_jsonschema._from_schema.merged_as_strategies = _cached_merged_as_strategies
+
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "json" / "match_finished.v1.json"
 SCHEMA = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 
