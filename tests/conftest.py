@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.profiles  # noqa: F401 - registers and loads the Hypothesis profile (HYPOTHESIS_PROFILE)
 from worker.devtools.embedded import EmbeddedServers
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
