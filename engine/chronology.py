@@ -6,9 +6,10 @@ match's ``finished_at`` and the moment the service first applied it. A match who
 last key of one of its players is *late*: :func:`sweep` places it in its position and re-rates,
 with the engine, the later matches it affects (those sharing a player with it, and those sharing a
 player with a re-rated one, from that time on). Each player enters the sweep from its stored history
-row at that point (rating before, games before, peak and season before, wins, draws and losses
-undone from the current state), never by replaying the player's whole history. An annulment is the
-same correction with the annulled matches left out (``dropped``).
+row at that point (rating before, games before, peak and season before, a model's deviation,
+volatility and time of last match before, wins, draws and losses undone from the current state),
+never by replaying the player's whole history. An annulment is the same correction with the
+annulled matches left out (``dropped``).
 
 The store reads the stored matches (:class:`LaterMatch`, :class:`LaterRow`) and writes what the
 sweep computed; this module holds no I/O. :func:`deferred_matches` is the rule that picks the
@@ -22,10 +23,10 @@ import json
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.model import FreeForAll, Match, RatingChange
-from engine.policy import RatingPolicy
+from engine.policy import AnyPolicy
 from engine.replay import Standing, replay_changes
 
 OrderKey = tuple[datetime, str]
@@ -41,8 +42,9 @@ def order_key(finished_at: datetime, received_at: datetime, match_id: str) -> Or
 @dataclass(slots=True)
 class LaterRow:
     """A current history row (``rating_changes`` id ``row_id``) of a stored match that follows the
-    late match: the player's ``sequence`` (n-th match), ``rating_before``, ``result`` and the
-    ``peak_before``/``season_before`` the row kept."""
+    late match: the player's ``sequence`` (n-th match), ``rating_before``, ``result``, the
+    ``peak_before``/``season_before`` the row kept and, for a model with uncertainty, the player's
+    stored state before the match (:class:`Prior`; all ``None`` under Elo)."""
 
     row_id: int
     player_id: str
@@ -51,6 +53,9 @@ class LaterRow:
     result: str
     peak_before: float | None
     season_before: str | None
+    prior_deviation: float | None = None
+    volatility_before: float | None = None
+    prior_last_played: float | None = None
 
 
 @dataclass(slots=True)
@@ -103,15 +108,30 @@ def histories_in_order(later: Sequence[LaterMatch], affected: set[str], games: d
     return True
 
 
+class Prior(NamedTuple):
+    """A player's stored state of a model with uncertainty just before a match, before any growth
+    for the time since its last match: ``deviation`` (rating points), ``volatility`` and
+    ``last_played`` (seconds since the epoch); all ``None`` under Elo or for a player's first match
+    where the model keeps no such value."""
+
+    deviation: float | None = None
+    volatility: float | None = None
+    last_played: float | None = None
+
+
+NO_PRIOR = Prior()
+
+
 @dataclass(slots=True)
 class Rated:
     """One match the sweep rated: ``changes``, and per change the player's games after it (the
-    history ``sequence``), peak rating and season before it."""
+    history ``sequence``), peak rating, season and :class:`Prior` state before it."""
 
     changes: tuple[RatingChange, ...]
     games: list[int]
     peaks_before: list[float | None]
     seasons_before: list[str | None]
+    priors: list[Prior]
 
 
 @dataclass(slots=True)
@@ -125,7 +145,7 @@ class Sweep:
     standings: dict[str, Standing]
 
 
-def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Match | FreeForAll]],
+def sweep(policy: AnyPolicy, batch: Sequence[tuple[int, OrderKey | None, Match | FreeForAll]],
           later: Sequence[LaterMatch], current: dict[str, Standing],
           to_engine: Callable[[dict[str, Any]], Match | FreeForAll], dropped: Iterable[str] = ()) -> Sweep:
     """Rate a ladder's ``batch`` (``(index, key, match)``, in the order to apply: key order on a
@@ -136,8 +156,9 @@ def sweep(policy: RatingPolicy, batch: Sequence[tuple[int, OrderKey | None, Matc
     ``current`` holds each batch player's current :class:`engine.replay.Standing` (the locked row,
     wins/draws/losses included) and may hold others'. A player enters the sweep from its state just
     before the first match it takes part in: its current standing when none of its stored matches
-    follows, else the history row of the first that follows (rating and games before it, peak and
-    season the row kept, wins/draws/losses of the current row minus those of the following rows).
+    follows, else the history row of the first that follows (rating and games before it, peak,
+    season and a model's prior deviation, volatility and last match time the row kept,
+    wins/draws/losses of the current row minus those of the following rows).
     A stored match named in ``dropped`` (annulled) is left out: its players enter the sweep from
     their state just before it, and what follows is re-rated without it.
     Ratings in rating points. Raises what the engine raises.
@@ -190,27 +211,47 @@ def _state_before(pid: str, key: OrderKey | None, rows: list[tuple[OrderKey, Lat
     if rows is None or key is None or i == len(rows):
         if now is None:
             return None
-        return Standing(now.rating, now.games_played, now.peak_rating, now.season, now.wins, now.draws, now.losses)
+        return Standing(now.rating, now.games_played, now.peak_rating, now.season, now.wins, now.draws, now.losses,
+                        now.deviation, now.volatility, now.last_played)
     assert now is not None, f"player {pid} has stored matches but no current standing"
     after = [r for _, r in rows[i:]]
     first = after[0]
     results = [r.result for r in after]
     if first.sequence == 1:  # the player's first match: the state of a fresh row
-        return Standing(first.rating_before, 0, first.rating_before, None, 0, 0, 0)
+        return Standing(first.rating_before, 0, first.rating_before, None, 0, 0, 0, first.prior_deviation,
+                        first.volatility_before, first.prior_last_played)
     return Standing(first.rating_before, first.sequence - 1,
                     first.peak_before if first.peak_before is not None else first.rating_before,
                     first.season_before, now.wins - results.count("win"),
-                    now.draws - results.count("draw"), now.losses - results.count("loss"))
+                    now.draws - results.count("draw"), now.losses - results.count("loss"),
+                    first.prior_deviation, first.volatility_before, first.prior_last_played)
 
 
-def _rate_one(em: Match | FreeForAll, policy: RatingPolicy, active: dict[str, Standing]) -> Rated:
+def _rate_one(em: Match | FreeForAll, policy: AnyPolicy, active: dict[str, Standing]) -> Rated:
     """Rate one match from the players' states in ``active`` (updated in place): its changes, and
-    per change the player's games after it and its peak and season before it."""
+    per change the player's games after it and its peak, season and :class:`Prior` before it."""
     pids = em.player_ids()
     before = {pid: (active[pid].peak_rating, active[pid].season) if pid in active else (None, None) for pid in pids}
+    priors = {pid: prior_of(active[pid]) for pid in pids if pid in active}
     _, changes = next(replay_changes([em], policy, active))
     return Rated(changes, [active[c.player_id].games_played for c in changes],
-                 [before[c.player_id][0] for c in changes], [before[c.player_id][1] for c in changes])
+                 [before[c.player_id][0] for c in changes], [before[c.player_id][1] for c in changes],
+                 [priors.get(c.player_id) or first_prior(c) for c in changes])
+
+
+def prior_of(standing: Standing) -> Prior:
+    """The :class:`Prior` of a player's ``standing`` before a match."""
+    if standing.deviation is None and standing.volatility is None and standing.last_played is None:
+        return NO_PRIOR
+    return Prior(standing.deviation, standing.volatility, standing.last_played)
+
+
+def first_prior(change: RatingChange) -> Prior:
+    """The :class:`Prior` of a player the engine started fresh for ``change`` (its first match): the
+    deviation and volatility it was rated from (no growth without an earlier match), no last match."""
+    if change.deviation_before is None and change.volatility_before is None:
+        return NO_PRIOR
+    return Prior(change.deviation_before, change.volatility_before, None)
 
 
 def deferred_matches(players_of: Sequence[Iterable[Hashable]], blocked: set[Any]) -> list[int]:

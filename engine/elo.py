@@ -3,7 +3,9 @@
 Source: A. E. Elo, *The Rating of Chessplayers, Past and Present* (1978); the logistic form used by
 FIDE and by the product's seed documents: E = 1 / (1 + 10^((R_opp - R) / scale)), scale = 400.
 
-Edge (decided in issue 11): the expected score **saturates** at 0 and 1. For a gap beyond
+Edge (so that every valid policy rates every valid match safely; the decision record
+``docs/decisions/0003-every-valid-policy-rates-every-valid-match.md``): the expected score
+**saturates** at 0 and 1. For a gap beyond
 :data:`SATURATION_EXPONENT` scales (about 123,000 rating points at scale 400) ``10 ** x`` exceeds
 the largest double: Python raises ``OverflowError`` there, where the seed's C# ``Math.Pow`` returns
 ``+Infinity`` and ``1 / (1 + Infinity)`` is 0. We follow the C# double arithmetic: the underdog's

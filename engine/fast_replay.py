@@ -42,9 +42,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.elo import expected_score
+from engine.fast_glicko2 import Glicko2Replayer
+from engine.glicko2 import Glicko2Policy
 from engine.k_factor import BandedK, ConstantK, KFactor
 from engine.model import FreeForAll, Match, Performance
-from engine.policy import RatingPolicy, Rounding
+from engine.policy import AnyPolicy, RatingPolicy, Rounding
 from engine.rating import BASE_SCORES, rate
 from engine.replay import Standing, replay_changes
 
@@ -374,10 +376,47 @@ class Replayer:
                 s[1] += 1
 
 
-def replay(matches: Iterable[Match | FreeForAll], policy: RatingPolicy) -> dict[str, Standing]:
+class ChangesReplayer:
+    """The fold for a policy without a fast path (a model with uncertainty other than Glicko-2):
+    :func:`engine.replay.replay_changes` behind the :class:`Replayer` interface."""
+
+    __slots__ = ("policy", "matches", "_standings")
+
+    def __init__(self, policy: AnyPolicy) -> None:
+        self.policy = policy
+        self.matches = 0
+        self._standings: dict[str, Standing] = {}
+
+    def feed(self, matches: Iterable[Match | FreeForAll]) -> ChangesReplayer:
+        """Apply ``matches`` in the order given; return ``self``."""
+        for _ in replay_changes(matches, self.policy, self._standings):
+            self.matches += 1
+        return self
+
+    def standings(self) -> dict[str, Standing]:
+        """Player id to :class:`engine.replay.Standing`."""
+        return self._standings
+
+    def ratings(self) -> dict[str, tuple[float, int]]:
+        """Player id to ``(rating, games played)``."""
+        return {pid: (s.rating, s.games_played) for pid, s in self._standings.items()}
+
+
+def replayer(policy: AnyPolicy) -> Replayer | Glicko2Replayer | ChangesReplayer:
+    """The fastest fold for ``policy``: :class:`Replayer` for an Elo-family policy,
+    :class:`engine.fast_glicko2.Glicko2Replayer` for Glicko-2, :class:`ChangesReplayer` otherwise.
+    All give :func:`engine.replay.replay`'s standings bit for bit."""
+    if isinstance(policy, RatingPolicy):
+        return Replayer(policy)
+    if isinstance(policy, Glicko2Policy):
+        return Glicko2Replayer(policy)
+    return ChangesReplayer(policy)
+
+
+def replay(matches: Iterable[Match | FreeForAll], policy: AnyPolicy) -> dict[str, Standing]:
     """Apply ``matches`` in the order given from every player's initial rating.
 
     The same result as :func:`engine.replay.replay` (bit-identical ratings, same games played),
-    several times faster; see the module docstring for how.
+    several times faster; see the module docstring for how (and :mod:`engine.fast_glicko2`).
     """
-    return Replayer(policy).feed(matches).standings()
+    return replayer(policy).feed(matches).standings()

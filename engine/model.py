@@ -39,10 +39,13 @@ NO_PERFORMANCE = Performance()
 
 @dataclass(frozen=True, slots=True)
 class Participant:
-    """One player of a side: an opaque ``player_id`` and optional Sedma ``performance``."""
+    """One player of a side: an opaque ``player_id``, optional Sedma ``performance`` and a ``weight``
+    in (0, 1], the share of the match the player took part in (partial play; models with uncertainty
+    scale the player's update by it, Elo policies ignore it)."""
 
     player_id: str
     performance: Performance = NO_PERFORMANCE
+    weight: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +55,9 @@ class Match:
     Optional context used by some policies: ``home`` is ``"side_a"``/``"side_b"`` when one side
     plays at home (the policy's home advantage, in rating points, is added to it) or ``None`` on
     neutral ground; ``scores`` is ``(side A points, side B points)`` for a margin-of-victory
-    multiplier; ``season`` names the season the match belongs to (season regression).
+    multiplier; ``season`` names the season the match belongs to (season regression);
+    ``played_at`` is the time of the match's order key in seconds since the Unix epoch (models whose
+    deviation grows with the time between a player's matches read it; never a worker's clock).
     """
 
     match_id: str
@@ -62,6 +67,7 @@ class Match:
     home: str | None = None
     scores: tuple[float, float] | None = None
     season: str | None = None
+    played_at: float | None = None
 
     def player_ids(self) -> tuple[str, ...]:
         """Every player id of the match, side A first, in the order given."""
@@ -73,13 +79,14 @@ class FreeForAll:
     """A finished match of three or more sides ranked by placement, rated pairwise.
 
     ``sides`` holds each side's participants; ``placements[i]`` is side i's rank (1 = best;
-    equal placements are a draw between those sides); ``season`` as for :class:`Match`.
+    equal placements are a draw between those sides); ``season`` and ``played_at`` as for :class:`Match`.
     """
 
     match_id: str
     sides: tuple[tuple[Participant, ...], ...]
     placements: tuple[int, ...]
     season: str | None = None
+    played_at: float | None = None
     home = None
     scores = None
 
@@ -95,12 +102,19 @@ class PlayerState:
     ``rating`` in rating points; ``games_played`` rated matches so far (provisional K-factors);
     ``peak_rating`` the highest rating reached so far, or ``None`` (FIDE's K = 10 once 2400 is
     reached); ``season`` the season of the player's last match, or ``None`` (season regression).
+
+    Models with uncertainty also read ``deviation`` (rating points: Glicko-2's RD, or Weng-Lin's
+    sigma with ``rating`` its mu), ``volatility`` (Glicko-2's sigma) and ``last_played`` (the
+    ``played_at`` of the player's last match, seconds since the epoch); ``None`` for Elo.
     """
 
     rating: float
     games_played: int = 0
     peak_rating: float | None = None
     season: str | None = None
+    deviation: float | None = None
+    volatility: float | None = None
+    last_played: float | None = None
 
 
 class RatingChange(NamedTuple):
@@ -128,6 +142,15 @@ class RatingChange(NamedTuple):
     """Rating points the policy's rating floor added (0 when the floor was not hit)."""
     capped: bool = False
     """True when the rating difference used for the expected score was capped (400-point rule)."""
+    deviation_before: float | None = None
+    """Models with uncertainty: the deviation the match was rated from (after any growth since the
+    player's last match), in rating points; ``None`` for Elo."""
+    deviation_after: float | None = None
+    """Models with uncertainty: the deviation after the match; ``None`` for Elo."""
+    volatility_before: float | None = None
+    """Glicko-2: the volatility before the match; ``None`` for other models."""
+    volatility_after: float | None = None
+    """Glicko-2: the volatility after the match; ``None`` for other models."""
 
     @property
     def delta(self) -> float:

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
+from typing import Protocol
 
 from engine.k_factor import BandedK, ConstantK, KFactor
+from engine.model import FreeForAll, Match, PlayerState, RatingChange
 from engine.sedma import SedmaAdjustment
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
@@ -17,9 +19,10 @@ _EMPTY: Mapping[str, object] = MappingProxyType({})
 class Rounding(str, Enum):
     """How a new rating is rounded after each update (before the floor is applied).
 
-    Edge (issue 11): rounding is monotone, so a winner's rating after is never below its rounded
-    rating before and a loser's never above it. A rating that is not a whole number before the
-    match (a non-integer initial rating or floor, or a season start after regression) can
+    Edge (so that every valid policy rates every valid match safely): rounding is monotone, so a
+    winner's rating after is never below its rounded rating before and a loser's never above it. A
+    rating that is not a whole number before the match (a non-integer initial rating or floor, or a
+    season start after regression) can
     therefore move by up to 0.5 against the result once, when it is first rounded; ratings that
     are whole numbers (the Sedma seed's) never do.
     """
@@ -40,7 +43,8 @@ class TeamRating(str, Enum):
 
 
 MIN_DIVISOR_SHARE = 0.5
-"""The margin-of-victory divisor X of a win never goes below this share of ``base`` (issue 11)."""
+"""The margin-of-victory divisor X of a win never goes below this share of ``base``: the multiplier stays
+positive and finite at any upset (``docs/decisions/0003-every-valid-policy-rates-every-valid-match.md``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +56,9 @@ class MarginOfVictory:
     otherwise X = ``autocorrelation`` (0.001) × the winner's rating difference (home advantage
     included) + ``base`` (2.2), **floored at** :data:`MIN_DIVISOR_SHARE` × ``base``.
 
-    Edge (decided in issue 11; FiveThirtyEight's code has no floor): as written, X reaches 0 when
+    Edge (decided so that every valid policy rates every valid match safely,
+    ``docs/decisions/0003-every-valid-policy-rates-every-valid-match.md``; FiveThirtyEight's code has
+    no floor): as written, X reaches 0 when
     the winner was the underdog by ``base / autocorrelation`` points (2,200 with FiveThirtyEight's
     values), so the multiplier grows without bound before that pole (a 21-20 upset by 2,199 points
     gave the winner +30,498), divides by zero at it, and turns negative beyond it (the winner
@@ -91,7 +97,7 @@ class SeasonRegression:
     mean 1505, weight 1/3). ``overrides`` maps ``(player_id, season)`` to a rating set instead of
     the regression (operators' fixes; FiveThirtyEight's hand-set team-seasons). A player's first
     season is never regressed. :func:`engine.rate` raises the result to the policy's floor when it
-    is below it (issue 11).
+    is below it, so a season start never goes below the floor.
     """
 
     mean: float
@@ -184,3 +190,33 @@ class RatingPolicy:
             and self.uneven_sides
             and isinstance(self.k_factor, (ConstantK, BandedK))
         )
+
+
+class UncertaintyPolicy(Protocol):
+    """A rating model with uncertainty (Glicko-2, Weng-Lin) as a ladder's policy.
+
+    ``model`` names the model as the policy files do (e.g. ``"glicko2"``, ``"plackett_luce"``);
+    ``version`` is the content hash of the configuration it was read from. :func:`engine.rating.rate`
+    hands a match to :meth:`rate` with the :class:`engine.model.PlayerState` of every player it has
+    (a player absent from ``states`` starts from :meth:`initial_state`); each returned
+    :class:`engine.model.RatingChange` carries the deviation (and volatility) before and after.
+    """
+
+    # read-only members, so that the frozen dataclasses the models are satisfy the protocol
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    def rate(self, match: Match | FreeForAll, states: Mapping[str, PlayerState]) -> tuple[RatingChange, ...]:
+        """Rating changes of every player of ``match``, side by side, in match order."""
+        ...
+
+    def initial_state(self, player_id: str) -> PlayerState:
+        """The state ``player_id`` starts from before its first match."""
+        ...
+
+
+AnyPolicy = RatingPolicy | UncertaintyPolicy
+"""Any ladder policy: an Elo-family :class:`RatingPolicy` or a model with uncertainty."""

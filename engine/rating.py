@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from engine.elo import DRAW, LOSS, WIN, expected_score
 from engine.k_factor import BandedK, ConstantK
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState, RatingChange
-from engine.policy import RatingPolicy, Rounding, TeamRating
+from engine.policy import AnyPolicy, RatingPolicy, Rounding, TeamRating
 
 BASE_SCORES = {
     # Actual scores (side A, side B) before any performance adjustment: win 1, draw 0.5, loss 0.
@@ -35,7 +35,7 @@ class UnratableMatch(ValueError):
 
 
 def rate(
-    match: Match | FreeForAll, ratings: Mapping[str, float | PlayerState], policy: RatingPolicy
+    match: Match | FreeForAll, ratings: Mapping[str, float | PlayerState], policy: AnyPolicy
 ) -> tuple[RatingChange, ...]:
     """Rating changes of every player of ``match``, side by side (side A first), in match order.
 
@@ -60,7 +60,12 @@ def rate(
     For a 1v1 Sedma match this is exactly the seed's ``CalculateNewRatings``; for a two-sided
     match under FiveThirtyEight's NFL policy, exactly ``forecast.py``'s update. Raises
     :class:`UnratableMatch` when the policy cannot rate the match, ``ValueError`` if a side is empty.
+
+    A model with uncertainty (:class:`engine.policy.UncertaintyPolicy`) rates the match itself, from
+    the :class:`engine.model.PlayerState` of each player (a bare rating is a ``TypeError`` there).
     """
+    if not isinstance(policy, RatingPolicy):
+        return policy.rate(match, ratings)  # type: ignore[arg-type]
     if policy.is_basic and match.__class__ is Match:
         return _rate_basic(match, ratings, policy)
     return _rate_general(match, ratings, policy)
@@ -140,8 +145,10 @@ def _rate_basic(match: Match, ratings: _Ratings, policy: RatingPolicy) -> tuple[
     elif rounding is not _NO_ROUNDING:
         after_a, after_b = policy.round(after_a), policy.round(after_b)
     return (
-        _new_change(RatingChange, (pa.player_id, ra, after_a, expected_a, actual_a, k_a, result_a, 0.0, False)),
-        _new_change(RatingChange, (pb.player_id, rb, after_b, expected_b, actual_b, k_b, result_b, 0.0, False)),
+        _new_change(RatingChange, (pa.player_id, ra, after_a, expected_a, actual_a, k_a, result_a, 0.0, False,
+                                   None, None, None, None)),
+        _new_change(RatingChange, (pb.player_id, rb, after_b, expected_b, actual_b, k_b, result_b, 0.0, False,
+                                   None, None, None, None)),
     )
 
 

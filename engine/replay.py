@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from engine.model import FreeForAll, Match, PlayerState, RatingChange
-from engine.policy import RatingPolicy
+from engine.policy import AnyPolicy
 from engine.rating import rate
 
 
@@ -16,7 +16,8 @@ class Standing:
 
     ``rating`` and ``peak_rating`` in rating points (the peak includes the initial rating);
     ``games_played``, ``wins``, ``draws``, ``losses`` are counts; ``season`` is the season of the
-    player's last match, or ``None``.
+    player's last match, or ``None``; ``deviation``, ``volatility`` and ``last_played`` as in
+    :class:`engine.model.PlayerState` (``None`` under Elo).
     """
 
     rating: float
@@ -26,14 +27,18 @@ class Standing:
     wins: int = 0
     draws: int = 0
     losses: int = 0
+    deviation: float | None = None
+    volatility: float | None = None
+    last_played: float | None = None
 
     def state(self) -> PlayerState:
         """The :class:`engine.model.PlayerState` the next match of this player is rated from."""
-        return PlayerState(self.rating, self.games_played, self.peak_rating, self.season)
+        return PlayerState(self.rating, self.games_played, self.peak_rating, self.season, self.deviation,
+                           self.volatility, self.last_played)
 
 
 def replay_changes(
-    matches: Iterable[Match | FreeForAll], policy: RatingPolicy, standings: dict[str, Standing] | None = None
+    matches: Iterable[Match | FreeForAll], policy: AnyPolicy, standings: dict[str, Standing] | None = None
 ) -> Iterator[tuple[Match | FreeForAll, tuple[RatingChange, ...]]]:
     """Apply ``matches`` in the order given and yield ``(match, changes)`` for each.
 
@@ -58,6 +63,10 @@ def replay_changes(
             )
             if match.season is not None:
                 standing.season = match.season
+            if change.deviation_after is not None:
+                standing.deviation = change.deviation_after
+                standing.volatility = change.volatility_after
+                standing.last_played = match.played_at
             if change.result == "win":
                 standing.wins += 1
             elif change.result == "draw":
@@ -67,7 +76,7 @@ def replay_changes(
         yield match, changes
 
 
-def replay(matches: Iterable[Match | FreeForAll], policy: RatingPolicy) -> dict[str, Standing]:
+def replay(matches: Iterable[Match | FreeForAll], policy: AnyPolicy) -> dict[str, Standing]:
     """Apply ``matches`` in the order given, from every player's initial rating.
 
     Returns a mapping of player id to :class:`Standing`. Deterministic: the same matches in the

@@ -102,7 +102,8 @@ class PlayerResult(BaseModel):
 
     ``player_id`` is an opaque id (1 to 128 characters, no control or invisible characters; spaces,
     apostrophes and accents are fine). ``stats`` is present for games that report performance
-    (Sedma) and null or omitted otherwise.
+    (Sedma) and null or omitted otherwise. ``weight`` (optional, in (0, 1], default 1) is the share of
+    the match the player took part in; left out of the canonical JSON when absent.
     """
 
     model_config = _CONFIG
@@ -111,6 +112,15 @@ class PlayerResult(BaseModel):
     stats: SedmaStats | None = Field(
         default=None,
         description="Performance counts for rating adjustments; null or omitted when the game reports none.",
+    )
+    weight: float | None = Field(
+        default=None,
+        strict=True,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Share of the match this player took part in, in (0, 1] (partial play); null or omitted "
+        "means 1. Models with uncertainty scale the player's update by it; Elo policies ignore it.",
     )
 
 
@@ -151,6 +161,11 @@ class Score(BaseModel):
 OPTIONAL_CONTEXT = ("home", "score", "season", "sides", "side_a", "side_b", "outcome")
 """Fields left out of the canonical JSON when null, so that v1 messages without them keep the
 canonical form (and payload hash) they had before these fields existed."""
+
+
+def _sides_of(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sides of a dumped match (``side_a`` and ``side_b``, or ``sides``), as dicts."""
+    return [side for side in (data.get("side_a"), data.get("side_b"), *(data.get("sides") or ())) if side]
 
 
 def _schema_version_is_an_int(value: Any) -> Any:
@@ -389,6 +404,10 @@ class MatchFinished(BaseModel):
         for name in OPTIONAL_CONTEXT:
             if data.get(name) is None:
                 data.pop(name, None)
+        for side in _sides_of(data):
+            for player in side["players"]:
+                if player.get("weight") is None:
+                    player.pop("weight", None)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return data, text.encode("utf-8")
 

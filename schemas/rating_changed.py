@@ -16,6 +16,7 @@ __all__ = ["RatingChanged"]
 
 Rating = Annotated[float, Field(allow_inf_nan=False)]
 Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Deviation = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 
 
 class RatingChanged(BaseModel):
@@ -57,6 +58,13 @@ class RatingChanged(BaseModel):
     ``rating_after`` is the initial rating, ``match_id`` the earliest annulled match, both scores
     0.5 and the K-factor 0); ``out_of_order`` is false. A consumer that keeps only the last
     event per player holds the stored rating.
+
+    On a ladder rated by a model with uncertainty (Glicko-2, Weng-Lin) an event also carries
+    ``deviation_before``/``deviation_after`` (rating points; Weng-Lin's sigma) and, for Glicko-2,
+    ``volatility_before``/``volatility_after``; ``expected_score`` is then the model's expectation.
+    These fields are absent (not null) on Elo ladders, so an Elo event is exactly what it was
+    before they existed and validates against the earlier schema. A ``correction`` or ``rebuild``
+    event carries only the after fields (the player's stored state now).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -88,7 +96,10 @@ class RatingChanged(BaseModel):
         description="Score used for the update, 0..1: 1 win, 0.5 draw, 0 loss, after the performance adjustment."
     )
     k_factor: Rating = Field(
-        ge=0.0, description="K-factor the policy applied, in rating points per unit of score."
+        description="K-factor the policy applied, in rating points per unit of score: at least 0 on Elo "
+        "ladders. On a ladder with uncertainty it is the step the model took, (rating_after - rating_before) / "
+        "(actual_score - expected_score), which may be below 0 in a free-for-all where the model's update and "
+        "the mean pairwise score disagree."
     )
     sequence: int = Field(
         ge=1,
@@ -109,6 +120,35 @@ class RatingChanged(BaseModel):
     occurred_at: AwareDatetime = Field(
         description="When the change was applied (RFC 3339 date-time with offset), not when the match ended."
     )
+    deviation_before: Deviation | None = Field(
+        default=None,
+        description="Ladders of a model with uncertainty (Glicko-2: RD; Weng-Lin: sigma), in rating points: the "
+        "deviation the match was rated from, grown for the time since the player's previous match. Absent on "
+        "Elo ladders and in correction and rebuild events.",
+    )
+    deviation_after: Deviation | None = Field(
+        default=None,
+        description="Ladders of a model with uncertainty: the deviation after the match (in a correction or "
+        "rebuild event, the player's stored deviation now), in rating points. Absent on Elo ladders.",
+    )
+    volatility_before: Deviation | None = Field(
+        default=None,
+        description="Glicko-2 ladders: the volatility (sigma on the Glicko-2 scale) before the match. Absent "
+        "otherwise and in correction and rebuild events.",
+    )
+    volatility_after: Deviation | None = Field(
+        default=None,
+        description="Glicko-2 ladders: the volatility after the match (in a correction or rebuild event, the "
+        "stored one now). Absent otherwise.",
+    )
+
+    @model_validator(mode="after")
+    def _k_factor_of_elo_at_least_zero(self) -> RatingChanged:
+        """An Elo event (no deviation) has a K-factor of at least 0, as before the models with uncertainty."""
+        if self.k_factor < 0 and self.deviation_after is None:
+            raise ValueError(f"k_factor is {self.k_factor!r}: an Elo event's K-factor is at least 0 (only a model "
+                             "with uncertainty, whose events carry deviation_after, may take a negative step)")
+        return self
 
     @model_validator(mode="after")
     def _no_games_only_after_an_annulment(self) -> RatingChanged:

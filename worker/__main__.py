@@ -1,5 +1,5 @@
 """``python -m worker``: the ``ratings`` command line."""
 
-from worker.cli.main import main
+from worker.cli import entry_point
 
-main()
+entry_point()

@@ -41,7 +41,7 @@ from worker.store.ladders import LadderPolicy
 if TYPE_CHECKING:
     from celery import Celery
 
-    from engine import RatingPolicy
+    from engine.policy import AnyPolicy
     from worker.policy.config import LoadedPolicy
     from worker.service.rating_service import RatingService
 
@@ -59,8 +59,8 @@ def ladder_files(settings: Settings) -> dict[str, LoadedPolicy]:
     return load_ladder_files(settings.ladders_file)
 
 
-def engine_policies(settings: Settings) -> dict[str, RatingPolicy]:
-    """Ladder name to :class:`engine.RatingPolicy` (``version`` set) from ``settings.ladders_file``;
+def engine_policies(settings: Settings) -> dict[str, AnyPolicy]:
+    """Ladder name to :class:`engine.AnyPolicy` (``version`` set) from ``settings.ladders_file``;
     raises as :func:`ladder_files`."""
     return {name: loaded.policy for name, loaded in ladder_files(settings).items()}
 
@@ -145,7 +145,7 @@ class Relay:
     the metrics' rating figures)."""
 
     settings: Settings
-    policies: dict[str, RatingPolicy]
+    policies: dict[str, AnyPolicy]
 
     def run(self, stop: threading.Event | None = None) -> None:
         """Serve /metrics, /healthz and /readyz, then relay events until ``stop`` is set (forever if
@@ -160,3 +160,22 @@ def build_relay(settings: Settings) -> Relay:
     """The relay for ``settings``, its policies read from the ladders file (raises
     :class:`worker.policy.ladders.LadderConfigError` for a broken file); opens no connection."""
     return Relay(settings, engine_policies(settings))
+
+
+def build_api(settings: Settings):
+    """The read API application (:func:`worker.api.app.create_app`) with its own read-only pool on
+    ``settings.api_url`` (``RATINGS_API_DATABASE_URL``, else ``RATINGS_DATABASE_URL``), sized by
+    ``settings.api_pool_max_size``. Raises ``ValueError`` when neither URL is set."""
+    from worker.api.app import create_app
+    from worker.store.pool import open_read_pool
+
+    if not settings.api_url:
+        raise ValueError("RATINGS_API_DATABASE_URL is not set (nor RATINGS_DATABASE_URL)")
+    pool = open_read_pool(settings.api_url, settings.api_pool_max_size, settings.db_connect_timeout)
+    return create_app(settings, pool)
+
+
+def api_from_environment():
+    """The factory ``ratings api`` hands uvicorn: :func:`build_api` on the environment's settings,
+    called in each uvicorn worker process (the pool is opened there, never at import)."""
+    return build_api(get_settings())

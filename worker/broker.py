@@ -9,7 +9,7 @@ Standard library only (the producer install and the settings use it). The broker
   broker is on a majority of them), publishes wait for the broker's **publisher confirm**, and
   workers acknowledge after the rating transaction commits, as on Redis.
 
-What differs on RabbitMQ 3.10 (README, "RabbitMQ as the broker"): quorum queues have no message
+What differs on RabbitMQ 3.10 (``docs/operators/brokers.md``): quorum queues have no message
 priorities before RabbitMQ 4.0 (a priority is accepted and every message is consumed, in FIFO
 order); prefetch is per consumer (quorum queues refuse global QoS; Celery detects this).
 """

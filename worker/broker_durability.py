@@ -80,4 +80,5 @@ def refuse_evicting_broker(broker_url: str) -> None:
     finally:
         client.close()
     if state.evicting:
-        raise EvictingBroker(state.problems()[0] + " (publishing refused; see README, 'Broker settings')")
+        raise EvictingBroker(state.problems()[0]
+                             + " (publishing refused; see docs/operators/runbook.md, 'broker keeps the queue')")

@@ -1,7 +1,9 @@
 """Publishing match-finished messages, for game backends: the one Python producer of the wire format.
 
-Depends on ``schemas``, kombu and Celery only (no database driver, no worker settings): a game
-backend installs it with ``pip install 'match-rating-worker[producer]'`` (see the README). ::
+Depends on ``schemas``, Celery, kombu, redis-py and pydantic only (no database driver, no worker
+settings): the project's default install, which a game backend makes with
+``pip install match-rating-worker`` (the service itself is ``pip install 'match-rating-worker[server]'``).
+The packages ship ``py.typed``: a type checker reads these functions' annotations. ::
 
     from worker.producer import producer_app, publish_match
     app = producer_app("redis://localhost:6379/0")

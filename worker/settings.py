@@ -137,11 +137,14 @@ class Settings(BaseSettings):
     )
     prefetch_multiplier: int = Field(
         default=4, gt=0,
-        description="Messages each worker child reserves ahead. Small, so a crashed child strands "
-        "few messages until the visibility timeout.",
+        description="Messages each worker child reserves ahead without batching: enough to hide the broker "
+        "round trip, few to strand until the visibility timeout when a node dies. With batching each child "
+        "reserves 2 x batch_size (at least this), one batch applied while the next fills.",
     )
     lock_timeout_ms: int = Field(
-        default=5000, gt=0, description="PostgreSQL lock_timeout for the player row locks, in milliseconds."
+        default=5000, gt=0, description="PostgreSQL lock_timeout of the rating transaction's lock waits other "
+        "than rows held outside the service (the ladder's shared lock, rows other rating transactions hold, a new "
+        "player's row being inserted), in milliseconds: a long wait fails fast and is retried."
     )
     statement_timeout_ms: int = Field(default=30000, gt=0, description="PostgreSQL statement_timeout, in ms.")
     player_lock_wait_ms: int = Field(
@@ -204,7 +207,10 @@ class Settings(BaseSettings):
         "0: the system's default.",
     )
     max_retries: int = Field(
-        default=8, gt=0, description="In-process retries of a transient database error before giving up."
+        default=8, gt=0, description="In-process retries of a transient database error (lost connection, "
+        "deadlock, serialization failure, lock timeout), with jittered exponential backoff from 50 ms to 2 s and "
+        "at most 60 s (or half task_time_limit) in all; past them the message is requeued. Permanent errors are "
+        "never retried."
     )
     pool_max_size: int = Field(default=4, gt=0, description="Connections per worker child's pool.")
     database_prepared_statements: bool = Field(
@@ -221,6 +227,22 @@ class Settings(BaseSettings):
     relay_batch_size: int = Field(default=500, gt=0, description="Outbox rows the relay publishes per round.")
     metrics_port: int = Field(default=9100, gt=0, description="Worker HTTP port: /metrics, /healthz, /readyz.")
     relay_metrics_port: int = Field(default=9101, gt=0, description="Relay HTTP port: /metrics, /healthz, /readyz.")
+    api_database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL of the read API (`ratings api`): a read replica, and a login role "
+        "granted ratings_api (reads only). Unset: RATINGS_DATABASE_URL.",
+    )
+    api_tokens: str | None = Field(
+        default=None,
+        description="Bearer tokens the read API accepts on /v1/ (comma-separated; a request then needs "
+        "`Authorization: Bearer TOKEN`). Unset: /v1/ is open. /health, /metrics and the leaderboard "
+        "page never ask for one.",
+    )
+    api_port: int = Field(default=8080, gt=0, le=65535, description="Port `ratings api` listens on.")
+    api_pool_max_size: int = Field(
+        default=8, gt=0, description="Connections in the read API process's pool (requests beyond wait)."
+    )
+    api_page: bool = Field(default=True, description="Serve the leaderboard page (/ladders/...) from `ratings api`.")
     relay_max_lag: float = Field(
         default=60.0, gt=0, description="Relay readiness fails when the oldest unpublished event is older (seconds)."
     )
@@ -290,7 +312,7 @@ class Settings(BaseSettings):
         "at most this to a message's wait; an idle or deep queue never lingers. 0: no linger.",
     )
 
-    @field_validator("database_url", "direct_database_url")
+    @field_validator("database_url", "direct_database_url", "api_database_url")
     @classmethod
     def _postgresql_url(cls, value: str | None, info) -> str | None:
         if value and not value.startswith(("postgresql://", "postgres://")):
@@ -376,6 +398,16 @@ class Settings(BaseSettings):
         a quarter of ``visibility_timeout`` in all, :mod:`worker.service.deferral`)."""
         runs = self.task_time_limit if self.batch_size == 1 else 2 * self.task_time_limit + self.batch_flush_interval
         return runs + self.visibility_timeout / 4
+
+    @property
+    def api_url(self) -> str | None:
+        """The read API's database URL: ``api_database_url``, else ``database_url``."""
+        return self.api_database_url or self.database_url
+
+    @property
+    def api_token_set(self) -> frozenset[str]:
+        """The bearer tokens of ``api_tokens`` (empty: no token asked)."""
+        return frozenset(t.strip() for t in (self.api_tokens or "").split(",") if t.strip())
 
     @property
     def session_database_url(self) -> str | None:

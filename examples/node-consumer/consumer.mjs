@@ -26,6 +26,9 @@ try {
 
 const seen = new Set(); // in production: your database, written with the effect
 const lastSequence = new Map(); // `${ladder}\u001f${player_id}` -> last sequence handled
+// What a leaderboard keeps per player: the rating and, on a ladder rated with uncertainty (Glicko-2,
+// Weng-Lin), the deviation (and Glicko-2's volatility). Elo events have no such fields: null then.
+const standings = new Map();
 const emit = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
 
 function handle(event) {
@@ -35,6 +38,8 @@ function handle(event) {
   if (event.sequence <= last) return; // a late copy
   if (event.sequence > last + 1) emit({ gap: { ladder: event.ladder, player_id: event.player_id, last, got: event.sequence } });
   emit({ handled: event });
+  standings.set(key, { rating: event.rating_after, deviation: event.deviation_after ?? null,
+                       volatility: event.volatility_after ?? null });
   seen.add(event.event_id);
   lastSequence.set(key, event.sequence);
 }

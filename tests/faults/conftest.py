@@ -2,7 +2,7 @@
 
 Each scenario gets its own database, queue and stream (or, when it restarts a server, its own
 embedded PostgreSQL or Redis on a spare port), its own worker and relay processes, and ends with
-:meth:`Cluster.check_invariants`, which asserts DESIGN.md's invariants and returns the figures the
+:meth:`Cluster.check_invariants`, which asserts the service's guarantees (``docs/design/index.md``) and returns the figures the
 suite prints at the end of the run.
 """
 
@@ -211,7 +211,7 @@ class Cluster:
     # -- invariants
     def check_invariants(self, stream_timeout: float = 60.0, stream_may_lose: bool = False,
                          unconfirmed: int = 0) -> dict:
-        """Assert DESIGN.md's invariants; return the scenario's figures.
+        """Assert the service's guarantees (``docs/design/index.md``); return the scenario's figures.
 
         1/3: published = applied + duplicates + dead letters, each message once (``unconfirmed``:
         publishes that raised, which may or may not have reached the queue: received may exceed

@@ -1,6 +1,6 @@
-"""Late matches placed in their chronological position (issue 18) under faults, with real worker
-processes: a worker child killed inside a correction, two late matches whose corrections overlap,
-a correction racing `ratings rebuild`. Each time: nothing lost, nothing applied twice, verify exact,
+"""Late matches placed in their chronological position (``docs/decisions/0008-chronological-order.md``) under faults, with real worker
+processes: a worker child killed inside a correction (on an Elo and on a Glicko-2 ladder), two
+late matches whose corrections overlap, a correction racing `ratings rebuild`. Each time: nothing lost, nothing applied twice, verify exact,
 and the stored ratings equal a single-process chronological replay of every published message
 (:mod:`tests.reference_replay`, computed here from the messages, never from the store).
 """
@@ -18,7 +18,7 @@ import psutil
 import psycopg
 import pytest
 
-from ..reference_replay import chronological_replay
+from ..reference_replay import chronological_replay, chronological_states
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -71,6 +71,31 @@ def test_a_worker_child_killed_inside_a_correction_loses_nothing_and_applies_not
     assert (figures["applied"], figures["duplicates"], figures["dead_letters"]) == (500, 0, 0)
     assert made - before == len(late)  # one committed correction per late match: the killed ones left nothing
     assert_chronological(cluster, messages)
+
+
+@pytest.mark.parametrize("batch_size", [1], ids=["one-per-transaction"])
+def test_a_worker_child_killed_inside_a_correction_of_a_glicko2_ladder_leaves_the_exact_state(cluster_factory):
+    """The test above on the shipped Glicko-2 ladder (the Sedma matches sent to it: 1v1 and 2v2,
+    their stats unused): 300 matches in time order, then the 30 held back from the first 240, every
+    4th correcting transaction SIGKILLed. Every stored state, deviation, volatility and time of the
+    last match included, equals the chronological Glicko-2 replay bit for bit."""
+    cluster = cluster_factory("kill-in-glicko2-correction", {"RATINGS_FAULT_INJECTION": "in_correction:every=4"}).start()
+    messages = [dict(m, ladder="glicko2") for m in cluster.matches(300, players=20)]
+    in_order, late = split_late(messages, 8, 240)
+    cluster.publish(in_order)
+    cluster.wait_drained(timeout=180)
+    cluster.publish(late)
+    cluster.figures["recovery_seconds"] = round(cluster.wait_drained(timeout=180), 1)
+    cluster.wait_broker_empty(timeout=120)
+    figures = cluster.check_invariants()
+    kills = cluster.log_count(r"exited with 'signal 9")
+    cluster.figures.update(kills=kills)
+    assert kills >= 2, "the fault was not injected"
+    assert (figures["applied"], figures["duplicates"], figures["dead_letters"]) == (300, 0, 0)
+    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
+        stored = {(lad, pid): (r, g, d, v, lp) for lad, pid, r, g, d, v, lp in conn.execute(
+            "SELECT ladder, player_id, rating, games_played, deviation, volatility, last_played FROM players")}
+    assert stored == chronological_states(messages)
 
 
 @pytest.mark.parametrize("batch_size", [1], ids=["one-per-transaction"])

@@ -1,6 +1,6 @@
 """Consumers of rating-changed events under faults, with real worker, relay and consumer processes.
 
-Four scenarios (issue 13): a consumer killed mid-handler; the stream trimmed below a group's pending
+Four scenarios (``docs/decisions/0004-events-at-least-once-with-backfill.md``): a consumer killed mid-handler; the stream trimmed below a group's pending
 entries; a consumer offline while more events than the stream keeps were produced; one of two group
 members killed. The stream keeps ~10 entries (``RATINGS_STREAM_MAXLEN=10``, approximate: Redis trims
 whole nodes of 100 entries). Each ends with every consumer holding every player's latest rating equal

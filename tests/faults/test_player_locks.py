@@ -1,4 +1,5 @@
-"""One stuck player never stalls the rest (issue 15), with real worker processes.
+"""One stuck player never stalls the rest (``docs/decisions/0006-defer-matches-of-held-players.md``), with real
+worker processes.
 
 * A player row held by a session that does not finish: the batches apply every match not behind
   that player and defer the others (retried with backoff, never dead-lettered), and everything is

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.rabbitmq]
 
 
 NODE_CONFIG = "net_ticktime = 10\ncluster_partition_handling = autoheal\n"
-"""rabbitmq.conf lines of every node, as the README recommends for production: a node that stops
+"""rabbitmq.conf lines of every node, as ``docs/operators/brokers.md`` recommends for production: a node that stops
 answering (frozen, paused VM) is declared down by the others after 7.5 to 12.5 s (``net_ticktime``,
 60 s by default, during which the cluster's metadata operations, a queue declaration among them,
 wait for it), and the partition its return makes heals by itself (``autoheal``)."""
@@ -70,7 +70,7 @@ def test_worker_and_producer_work_over_amqps_with_the_ca_they_are_given(cluster_
 def test_a_certificate_that_does_not_name_the_host_is_refused_with_its_reason(cluster_factory, rabbit_cluster):
     """The same TLS port reached as 127.0.0.1, which the certificate does not name: the producer
     raises BrokerTlsRefused (a BrokerUnavailable) with reason code tls_certificate_mismatch and what
-    to change, and `ratings worker` refuses to start (exit 2) with the same reason instead of
+    to change, and `ratings worker` refuses to start (exit 3, environment not ready) with the same reason instead of
     retrying for ever."""
     url = f"amqps://guest:guest@127.0.0.1:{rabbit_cluster.tls_port}//"
     cluster = cluster_factory("rabbit-tls-refused", {"RATINGS_BROKER_CA_FILE": rabbit_cluster.ca_file},
@@ -80,7 +80,7 @@ def test_a_certificate_that_does_not_name_the_host_is_refused_with_its_reason(cl
     assert refused.value.reason == "tls_certificate_mismatch"
     proc = subprocess.run([sys.executable, "-m", "worker", "worker"], env=cluster.env, capture_output=True,
                           text=True, timeout=60)
-    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]  # environment not ready
     assert "refused" in proc.stderr and "tls_certificate_mismatch" in proc.stderr
     assert "RATINGS_BROKER_URL" in proc.stderr
 

@@ -26,6 +26,9 @@ def sedma_file(tmp_path, low_band_k: int = 48):
     sedma = (policies / "sedma.toml").read_text()
     assert "[[1200, 40]," in sedma
     (folder / "policies" / "sedma.toml").write_text(sedma.replace("[[1200, 40],", f"[[1200, {low_band_k}],"))
+    for other in policies.glob("*.toml"):  # the shipped ladders' other policies, unchanged
+        if not (folder / "policies" / other.name).exists():
+            (folder / "policies" / other.name).write_text(other.read_text())
     path = folder / "ladders.toml"
     path.write_text(DEFAULT_LADDERS_FILE.read_text())
     return path

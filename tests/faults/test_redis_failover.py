@@ -3,7 +3,7 @@ returned success is worth on a replicated Redis.
 
 A real primary, two replicas and three Sentinels on spare loopback ports
 (:class:`worker.devtools.sentinel.ReplicatedRedis`: append-only, ``appendfsync everysec``, as the
-README recommends), workers, relay and producer reaching them through ``sentinel://`` URLs. A steady
+operators' documentation recommends), workers, relay and producer reaching them through ``sentinel://`` URLs. A steady
 stream of matches is published, the primary is SIGKILLed mid-stream (no shutdown, no flush), the
 Sentinels promote a replica, and everything drains. Then, from the database:
 

@@ -30,7 +30,7 @@ def test_a_worker_child_killed_inside_the_rating_transaction_loses_nothing(clust
     cluster = cluster_factory("kill-in-transaction", {"RATINGS_FAULT_INJECTION": f"in_transaction:every={every}"}).start()
     # Batched, each child commits one transaction and dies in its 2nd, so kills >= transactions - 2 (the two
     # children alive at the end); a transaction holds at most 100 matches, so 800 matches make >= 6 kills
-    # (400 could make only 2 once the pop path filled batches, issue 16).
+    # (400 could make only 2 once the pop path filled batches of 100).
     cluster.publish(cluster.matches(400 if batch_size == 1 else 800))
     cluster.figures["recovery_seconds"] = round(cluster.wait_drained(timeout=180), 1)
     figures = cluster.check_invariants()

@@ -29,6 +29,7 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
          "--ledger-players", "200", "--engine-matches", "5000", "--repeats", "1", "--players", "5000",
          "--hot-lock-seconds", "1", "--durability-matches", "200", "--durability-rounds", "1",
          "--producer-matches", "50", "--paired-rounds", "2", "--paired-matches", "100", "--paired-workers", "1,2",
+         "--api-seconds", "0",  # the read API part: test_bench_api.py
          "--output", str(output)],
         env=env, capture_output=True, text=True, timeout=280,
     )

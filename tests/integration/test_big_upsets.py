@@ -1,4 +1,5 @@
-"""Huge upsets under margin-of-victory policies, through a real worker (issue 11).
+"""Huge upsets under margin-of-victory policies, through a real worker
+(``docs/decisions/0003-every-valid-policy-rates-every-valid-match.md``).
 
 FiveThirtyEight's NFL policy as shipped (``examples/fivethirtyeight-nfl.toml``, with six extra
 teams in its ``[initial_ratings]``) and a ladder with ``autocorrelation = 0.01``: the underdog by

@@ -1,4 +1,5 @@
-"""Issue 18: the same matches give the same ratings, whatever the workers' timing.
+"""The same matches give the same ratings, whatever the workers' timing
+(``docs/decisions/0008-chronological-order.md``).
 
 Real PostgreSQL, Redis and the session's two worker processes. The reference is the engine's
 plain fold over the messages sorted by ``(finished_at, match_id)`` (:mod:`tests.reference_replay`):

@@ -1,4 +1,4 @@
-"""The README's consumer example (examples/consumer.py, a thin use of worker.consumer), run against the real
+"""The documented consumer example (examples/consumer.py, a thin use of worker.consumer), run against the real
 stream the relay fills."""
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ def test_a_member_that_dies_inside_its_reconcile_leaves_it_to_whoever_handles_it
     """Entries of p1..p6 are trimmed before the group reads them; the member that notices dies while its
     reconcile is catching p1 up, holding the new entries pending (only p0's). Restarted with the same
     name and state, it finds them pending, reconciles first and ends with every player's every sequence:
-    without it, p2..p6 (no later event to reveal a gap) stayed behind with nothing pending (CI, issue 13)."""
+    without it, p2..p6 (no later event to reveal a gap) stayed behind with nothing pending (seen in CI)."""
     client, name = stream
     trimmed = [event(f"p{i}", s, 1500.0 + 10 * i + s) for s in (1, 2) for i in range(1, 7)]
     later = [event("p0", s, 1400.0 + s) for s in (1, 2, 3)]

@@ -114,7 +114,7 @@ def _wait_for(predicate, timeout: float, what: str):
 
 @needs_pgbouncer
 def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
-    """Issue 14's run: 200 matches, batch size 1, two workers, through PgBouncer (pool_mode =
+    """The run that once failed: 200 matches, batch size 1, two workers, through PgBouncer (pool_mode =
     transaction, Debian's package): all 200 applied, no dead letter (before: 74 internal_error
     dead letters from prepared statements), and lock_timeout in force inside the transactions."""
     s = scenario()
@@ -163,8 +163,8 @@ def test_prepared_statements_through_a_pgbouncer_that_cannot_keep_them_are_an_er
     transaction mode, one server connection: a second worker's first prepared statement meets the
     first's, of the same name, in the shared server session (``DuplicatePreparedStatement``). That
     is an error of the environment (reason ``prepared_statements``, the setting to change named),
-    not of the message: no dead letter, nothing applied (issue 14's run made 74 ``internal_error``
-    dead letters of it). With the setting off the same message applies."""
+    not of the message: no dead letter, nothing applied (the run above once made 74
+    ``internal_error`` dead letters of it). With the setting off the same message applies."""
     s = scenario()
     bouncer = PgBouncer.start(tmp_path / "pgbouncer", s.admin_url, pool_size=1)
     pools = []
@@ -269,12 +269,13 @@ def _ratings(env: dict, *args: str):
 
 
 def test_commands_refuse_a_database_not_migrated_and_doctor_reports_it(scenario):
-    """One line and exit 2 for a command on a database never migrated; doctor's finding; migrate runs."""
+    """One line and exit 3 (environment not ready) for a command on a database never migrated;
+    doctor's finding (exit 1); migrate runs."""
     s = scenario(migrated=False)
     for args in (["leaderboard", "--ladder", "sedma"], ["verify", "--ladder", "sedma"], ["dead-letters", "list"],
                  ["relay"]):
         result = _ratings(s.env, *args)
-        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert result.returncode == 3, (args, result.stdout, result.stderr)
         assert "not migrated" in result.stderr and "ratings migrate" in result.stderr
         assert "Traceback" not in result.stderr
     doctor = _ratings(s.env, "doctor", "--skip-verify")
@@ -285,22 +286,22 @@ def test_commands_refuse_a_database_not_migrated_and_doctor_reports_it(scenario)
         conn.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "
                      "VALUES ('future', '9999.future', now())")
     newer = _ratings(s.env, "leaderboard", "--ladder", "sedma")
-    assert newer.returncode == 2 and "newer than this code" in newer.stderr
-    assert _ratings(s.env, "worker").returncode == 2
+    assert newer.returncode == 3 and "newer than this code" in newer.stderr
+    assert _ratings(s.env, "worker").returncode == 3
 
 
 def test_a_url_of_the_wrong_kind_names_its_variable(scenario):
     s = scenario()
     result = _ratings({**s.env, "RATINGS_DATABASE_URL": "mysql://user:secret@db/ratings"}, "leaderboard",
                       "--ladder", "sedma")
-    assert result.returncode == 2
+    assert result.returncode == 3
     assert "RATINGS_DATABASE_URL=mysql://... must be a PostgreSQL URL" in result.stderr
     assert "secret" not in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.redis_broker
 def test_publishing_into_an_evicting_redis_is_refused_and_doctor_reports_it(scenario, tmp_path):
-    """Issue 14: allkeys-lru with maxmemory 4mb evicted the queue; publishing is refused now."""
+    """A Redis with allkeys-lru and maxmemory 4mb evicted the queue; publishing into it is refused."""
     import redis
 
     from worker.devtools.embedded import EmbeddedServers
@@ -315,7 +316,7 @@ def test_publishing_into_an_evicting_redis_is_refused_and_doctor_reports_it(scen
         path = tmp_path / "m.jsonl"
         path.write_text("".join(m.model_dump_json() + "\n" for m in generate_sedma_matches(3, players=4)))
         result = _ratings(env, "publish", str(path))
-        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.returncode == 3, result.stdout + result.stderr
         assert "maxmemory-policy is allkeys-lru" in result.stderr and "noeviction" in result.stderr
         assert client.llen(s.queue) == 0
         doctor = _ratings(env, "doctor", "--skip-verify")

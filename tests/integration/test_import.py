@@ -183,7 +183,7 @@ def test_a_forgotten_match_inserted_as_the_second_row_is_rated_in_its_place(clea
 
 def test_a_dry_run_prints_the_changes_and_changes_nothing(clean, tmp_path):
     """--dry-run on a log with a result changed, a row inserted and a row removed: each printed,
-    the counts said as "would be", exit 3 (a removed row would stay rated); ledger and ratings as
+    the counts said as "would be", exit 1 (a removed row would stay rated); ledger and ratings as
     before."""
     log = tmp_path / "liga.csv"
     write_log(log, LOG)
@@ -192,7 +192,7 @@ def test_a_dry_run_prints_the_changes_and_changes_nothing(clean, tmp_path):
     before = standings(clean)
     write_log(log, [LOG[0], "ana,eva,E", LOG[1], "ana,cai,B", *LOG[3:5]])
     done = run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01", "--dry-run")
-    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     assert "row 3: added: 2026-03-01 ana v eva E: would publish" in done.stdout
     assert "row 5: result changed from A to B" in done.stdout
     assert "removed from the log: 2026-03-01 ana v dan B" in done.stderr
@@ -202,7 +202,7 @@ def test_a_dry_run_prints_the_changes_and_changes_nothing(clean, tmp_path):
 
 def test_a_removed_row_is_annulled_only_when_asked(clean, tmp_path):
     """Row 3 (cai v dan) deleted from the log: without --annul-removed it stays rated and the import
-    exits 3; with it, it is annulled (exit 0) and the ratings equal the replay of the five rows."""
+    exits 1; with it, it is annulled (exit 0) and the ratings equal the replay of the five rows."""
     log = tmp_path / "liga.csv"
     write_log(log, LOG)
     assert run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01").returncode == 0
@@ -210,7 +210,7 @@ def test_a_removed_row_is_annulled_only_when_asked(clean, tmp_path):
     final = [LOG[0], *LOG[2:]]
     write_log(log, final)
     kept = run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01")
-    assert kept.returncode == 3 and "pass --annul-removed" in kept.stderr
+    assert kept.returncode == 1 and "pass --annul-removed" in kept.stderr
     assert ledger(clean) == (6, 0, 0)
     done = run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01", "--annul-removed")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -280,7 +280,7 @@ def test_a_ladder_that_counted_a_log_twice_under_row_number_ids_is_repaired(clea
 
 
 def test_with_the_broker_down_nothing_is_annulled(clean, tmp_path):
-    """A changed row while the broker cannot be reached: the import exits 2 before annulling the
+    """A changed row while the broker cannot be reached: the import exits 3 (environment not ready) before annulling the
     stored match, so the ladder keeps the old result rather than losing the match."""
     log = tmp_path / "liga.csv"
     write_log(log, LOG)
@@ -290,13 +290,13 @@ def test_with_the_broker_down_nothing_is_annulled(clean, tmp_path):
     done = subprocess.run([sys.executable, "-m", "worker", "import", "--file", str(log), "--ladder", "elo",
                            "--date", "2026-03-01"], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, COLUMNS="200", RATINGS_BROKER_URL="redis://127.0.0.1:1/0"))
-    assert done.returncode == 2 and "unreachable" in done.stderr, done.stdout + done.stderr
+    assert done.returncode == 3 and "unreachable" in done.stderr, done.stdout + done.stderr
     assert ledger(clean) == (6, 0, 0)
 
 
 def test_a_ladder_in_arrival_order_refuses_an_insertion_it_could_not_place(clean, tmp_path):
     """After `ratings rebuild --order applied`, a forgotten match inserted at the top would be rated
-    after the others: refused (exit 2, arrival_order), nothing published; a row appended at the
+    after the others: refused (exit 1, arrival_order), nothing published; a row appended at the
     end is still imported."""
     log = tmp_path / "liga.csv"
     write_log(log, LOG)
@@ -307,7 +307,7 @@ def test_a_ladder_in_arrival_order_refuses_an_insertion_it_could_not_place(clean
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
     write_log(log, ["ana,dan,A", *LOG])
     refused = run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01")
-    assert refused.returncode == 2 and "arrival_order" in refused.stderr, refused.stdout + refused.stderr
+    assert refused.returncode == 1 and "arrival_order" in refused.stderr, refused.stdout + refused.stderr
     assert ledger(clean) == (6, 0, 0)
     write_log(log, [*LOG, "ana,dan,A"])
     appended = run_import("--file", str(log), "--ladder", "elo", "--date", "2026-03-01")

@@ -4,7 +4,7 @@ rows beyond those it locked, ``queue=False``) can close a cycle. PostgreSQL look
 a lock wait that reaches ``deadlock_timeout`` (1 s): with each attempt's ``lock_timeout`` at
 ``RATINGS_PLAYER_LOCK_WAIT_MS`` (1 s too), the check never ran, and the two waited for each other
 attempt after attempt until their whole budget (``lock_timeout_ms``) ran out, in bench runs at 8
-worker processes a stall of every worker (README, Performance). Attempts that outlast
+worker processes a stall of every worker. Attempts that outlast
 ``deadlock_timeout`` let the server find the cycle and break it: one transaction gets
 ``DeadlockDetected``, gives the row up (``blocked``) and ends; the other then gets its row."""
 

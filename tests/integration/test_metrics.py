@@ -51,18 +51,19 @@ def wait_for_port(port: int, timeout: float = 30) -> None:
 
 def test_metrics_count_what_the_test_did(clean, publisher):
     """After 6 applied, 2 duplicate and 3 dead-lettered messages, the workers' counters rose by
-    exactly that, the apply histogram by 11, the batch-size histogram by 6 matches in as many
-    transactions as the lock-wait histogram counts (one observation of each per transaction that
-    applied matches: with batching, 6 matches may take 1 to 6 transactions), and the relay
-    published every event and reports no lag."""
+    exactly that, the message latency histogram by 11 (one observation per message), the
+    batch-size histogram by 6 matches in as many transactions as the transaction lock-wait
+    histogram counts (one observation of each per transaction that applied matches: with
+    batching, 6 matches may take 1 to 6 transactions), and the relay published every event and
+    reports no lag."""
     for w in ("w1", "w2", "relay"):
         wait_for_port(clean.procs.ports[w])
     before = {k: workers_total(clean, "ratings_messages_total", outcome=k) for k in ("applied", "duplicate", "dead_letter")}
-    apply_before = workers_total(clean, "ratings_apply_seconds_count")
+    latency_before = workers_total(clean, "ratings_message_latency_seconds_count")
     dl_before = workers_total(clean, "ratings_dead_letters_total", reason="not_json")
     transactions_before = workers_total(clean, "ratings_batch_size_count")
     batched_before = workers_total(clean, "ratings_batch_size_sum")
-    lock_waits_before = workers_total(clean, "ratings_lock_wait_seconds_count")
+    lock_waits_before = workers_total(clean, "ratings_transaction_lock_wait_seconds_count")
     relay_before = total(scrape(clean.procs.ports["relay"]), "ratings_events_published_total")
     for n in range(6):
         publisher(match(f"metrics-{n}", f"m{n}", f"n{n}", ladder="sedma", stats={"won_by_16": 1}))
@@ -76,12 +77,12 @@ def test_metrics_count_what_the_test_did(clean, publisher):
     time.sleep(0.5)
     after = {k: workers_total(clean, "ratings_messages_total", outcome=k) for k in ("applied", "duplicate", "dead_letter")}
     assert {k: after[k] - before[k] for k in after} == {"applied": 6, "duplicate": 2, "dead_letter": 3}
-    assert workers_total(clean, "ratings_apply_seconds_count") - apply_before == 11
+    assert workers_total(clean, "ratings_message_latency_seconds_count") - latency_before == 11
     assert workers_total(clean, "ratings_dead_letters_total", reason="not_json") - dl_before == 2
     assert workers_total(clean, "ratings_batch_size_sum") - batched_before == 6
     transactions = workers_total(clean, "ratings_batch_size_count") - transactions_before
     assert 1 <= transactions <= 6
-    assert workers_total(clean, "ratings_lock_wait_seconds_count") - lock_waits_before == transactions
+    assert workers_total(clean, "ratings_transaction_lock_wait_seconds_count") - lock_waits_before == transactions
     relay = scrape(clean.procs.ports["relay"])
     assert total(relay, "ratings_events_published_total") - relay_before == 12
     assert total(relay, "ratings_outbox_lag_seconds") == 0
@@ -89,6 +90,129 @@ def test_metrics_count_what_the_test_did(clean, publisher):
     with clean.connect() as conn:
         drift = conn.execute("SELECT sum(rating) - 1000 * count(*) FROM players WHERE ladder = 'sedma'").fetchone()[0]
     assert total(relay, "ratings_rating_pool_drift", ladder="sedma") == pytest.approx(drift)
+
+
+def test_a_message_latency_runs_from_its_receipt_so_the_wait_for_a_batch_counts(env, tmp_path):
+    """A worker whose batches wait up to 0.5 s for company (RATINGS_BATCH_FLUSH_INTERVAL): a lone
+    message waits that long in the buffer before its transaction (a few ms), and its one
+    latency observation says so (at least 0.5 s; none at or below 0.25 s). A batch's time divided by
+    its size would have been a few ms."""
+    import os
+
+    from worker.devtools.runtime import ServiceProcesses, wait_until_drained
+    from worker.producer import producer_app, publish_match
+
+    queue = env.queue + "-latency"
+    procs = ServiceProcesses(dict(os.environ, RATINGS_QUEUE=queue, RATINGS_BATCH_SIZE="10",
+                                  RATINGS_BATCH_FLUSH_INTERVAL="0.5"), tmp_path)
+    try:
+        procs.start_worker("latency-worker")
+        port = procs.ports["latency-worker"]
+        wait_for_port(port)
+        from worker import store as repository
+
+        with env.connect() as conn:
+            before = repository.counts(conn).received
+        publish_match(producer_app(env.broker_url), match("latency-1", "la", "lb"), queue=queue)
+        wait_until_drained(env.database_url, before + 1, timeout=60)
+        time.sleep(0.5)
+        samples = scrape(port)
+    finally:
+        procs.stop_all()
+    assert total(samples, "ratings_message_latency_seconds_count") == 1
+    assert total(samples, "ratings_message_latency_seconds_sum") >= 0.5
+    assert total(samples, "ratings_message_latency_seconds_bucket", le="0.25") == 0
+
+
+def test_a_deferred_match_is_counted_by_ladder_and_its_latency_observed_once(clean):
+    """A player's row held outside the service (an operator's open transaction): the workers defer
+    the match past RATINGS_PLAYER_LOCK_WAIT_MS (1 s) and count it in
+    ratings_deferred_matches_total{ladder="elo"}, a label with no player in it (the relay's top-N
+    gauges name the player). Released, the match applies; its latency is observed once, from its
+    receipt, so it holds the second waited, however many deferrals it took."""
+    import threading
+
+    import psycopg
+
+    for w in ("w1", "w2", "relay"):
+        wait_for_port(clean.procs.ports[w])
+    deferred_before = workers_total(clean, "ratings_deferred_matches_total", ladder="elo")
+    latency_count = workers_total(clean, "ratings_message_latency_seconds_count")
+    latency_sum = workers_total(clean, "ratings_message_latency_seconds_sum")
+    with clean.connect() as conn:
+        conn.execute("INSERT INTO players (ladder, player_id, rating, peak_rating) VALUES ('elo', 'hot', 1200, 1200)")
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with psycopg.connect(clean.database_url) as conn:
+            conn.execute("SELECT 1 FROM players WHERE ladder = 'elo' AND player_id = 'hot' FOR UPDATE")
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        from worker.producer import producer_app, publish_match
+
+        publish_match(producer_app(clean.broker_url), match("held-1", "ann", "hot"), queue=clean.queue)
+        deadline = time.monotonic() + 30
+        while workers_total(clean, "ratings_deferred_matches_total", ladder="elo") == deferred_before:
+            assert time.monotonic() < deadline, "the match was never deferred"
+            time.sleep(0.2)
+    finally:
+        release.set()
+        holder.join()
+    clean.wait_drained(1)
+    time.sleep(0.5)
+    for w in ("w1", "w2"):
+        for (name, labels), _ in scrape(clean.procs.ports[w]).items():
+            if name.startswith("ratings_deferred_matches"):
+                assert dict(labels).keys() <= {"ladder"}, (name, labels)
+    assert workers_total(clean, "ratings_message_latency_seconds_count") - latency_count == 1
+    assert workers_total(clean, "ratings_message_latency_seconds_sum") - latency_sum >= 1.0
+    relay = scrape(clean.procs.ports["relay"])
+    assert total(relay, "ratings_player_deferred_matches", ladder="elo", player_id="hot") >= 1
+
+
+def test_every_metric_served_is_in_the_catalogue_with_its_type_and_labels(clean, publisher):
+    """What the workers and the relay serve, after real traffic, against
+    :func:`worker.service.observability.metric_catalogue` (the docs' metrics page): each
+    ``ratings_`` family is listed with its type and label names (a multiprocess gauge adds
+    ``pid``), and one with values is recorded by the process the catalogue names; no other family
+    carries a player id."""
+    from worker.service.observability import metric_catalogue
+
+    catalogue = {m.name: m for m in metric_catalogue()}
+    for w in ("w1", "w2", "relay"):
+        wait_for_port(clean.procs.ports[w])
+    publisher(match("cat-1", "ca", "cb"))
+    publisher("not json")
+    clean.wait_drained(2)
+    seen = set()
+    for process, port in (("worker", clean.procs.ports["w1"]), ("worker", clean.procs.ports["w2"]),
+                          ("relay", clean.procs.ports["relay"])):
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        for family in text_string_to_metric_families(text):
+            if not family.name.startswith("ratings_") or family.name.endswith("_created"):
+                continue  # _created: the time a client metric was made, a family of its own in this format
+            name = family.name + ("_total" if family.type == "counter" else "")
+            assert name in catalogue, name
+            info = catalogue[name]
+            assert family.type == info.type, name
+            if any(s.value for s in family.samples if not s.name.endswith("_created")):
+                assert process in info.recorded_by, (name, process)
+            for sample in family.samples:
+                if sample.name.endswith("_created"):
+                    continue
+                labels = set(sample.labels) - {"le", "pid"}
+                assert labels == set(info.labels), (sample.name, sample.labels, info.labels)
+                if "player_id" in labels:
+                    assert name.startswith("ratings_player_"), name
+            seen.add(name)
+    assert {"ratings_messages_total", "ratings_message_latency_seconds", "ratings_batch_size",
+            "ratings_transaction_lock_wait_seconds", "ratings_outbox_lag_seconds", "ratings_stream_length",
+            "ratings_events_published_total", "ratings_gc_frozen_objects"} <= seen
 
 
 def test_health_and_readiness_endpoints_answer_for_worker_and_relay(env):

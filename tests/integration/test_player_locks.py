@@ -1,4 +1,4 @@
-"""A player row held by another transaction (issue 15), against a real PostgreSQL: the rating
+"""A player row held by another transaction, against a real PostgreSQL: the rating
 transaction (``apply_batch``, called directly) applies the matches it can and defers the blocked
 ones with every later match of their players; a frozen transaction loses its locks to
 ``idle_in_transaction_session_timeout``. Ratings are hand-computed Elo (K = 30, 1200 start)."""

@@ -1,4 +1,4 @@
-"""The raw wire format of the README ("Producers: the wire format"), pushed with a plain Redis
+"""The raw wire format (``docs/game-backends/wire-format.md``), pushed with a plain Redis
 client and no Celery or kombu: the bytes a game server in any language can send."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ MATCH = ('{"schema_version": 1, "match_id": "raw-1", "ladder": "elo", "finished_
 
 
 def envelope(body: bytes, task_id: str, queue: str) -> bytes:
-    """The list item, written out field by field as the README gives it."""
+    """The list item, written out field by field as the documentation gives it."""
     return json.dumps({
         "body": base64.b64encode(body).decode("ascii"),
         "content-encoding": "utf-8",

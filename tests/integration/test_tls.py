@@ -84,7 +84,7 @@ def test_worker_relay_and_producer_apply_and_relay_matches_over_tls_only(tls_ser
 
 def test_a_certificate_that_does_not_match_the_host_is_refused_at_start_with_what_to_change(tls_servers, tmp_path):
     """The same servers as 127.0.0.1 (the certificate names localhost): ``ratings worker`` and
-    ``ratings relay`` exit 2 at once, naming each URL's variable, ``tls_certificate_mismatch`` and
+    ``ratings relay`` exit 3 (environment not ready) at once, naming each URL's variable, ``tls_certificate_mismatch`` and
     the fix; the producer raises BrokerTlsRefused with that reason instead of retrying."""
     postgres, redis_server = tls_servers
     env = _env(postgres.url(host=MISMATCHED_HOST), redis_server.url(host=MISMATCHED_HOST))
@@ -92,7 +92,7 @@ def test_a_certificate_that_does_not_match_the_host_is_refused_at_start_with_wha
         done = subprocess.run([sys.executable, "-m", "worker", *command], env=env, capture_output=True,
                               text=True, timeout=60)
         out = " ".join((done.stdout + done.stderr).split())
-        assert done.returncode == 2, out
+        assert done.returncode == 3, out
         for setting in ("RATINGS_DATABASE_URL", "RATINGS_BROKER_URL"):
             assert f"{setting}: TLS certificate refused (tls_certificate_mismatch)" in out, out
         assert "put a host name the certificate names" in out

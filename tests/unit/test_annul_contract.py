@@ -1,4 +1,4 @@
-"""The annul-matches contract (issue 18): what a game backend's annulment must look like, the
+"""The annul-matches contract: what a game backend's annulment must look like, the
 reason codes of bad input, and where a requeued annulment dead letter goes."""
 
 from __future__ import annotations

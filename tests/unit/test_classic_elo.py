@@ -1,6 +1,6 @@
 """Classic Elo (community tournaments): constant K, initial rating 1200, win 1 / draw 0.5 / loss 0.
 
-Reference values are the tutorial's worked example quoted in DESIGN.md (1350 vs 1200, K = 30:
+Reference values are the seed tutorial's worked example (``docs/design/policies.md``; 1350 vs 1200, K = 30:
 E = 0.70, favourite win 1359 / 1191, upset 1329 / 1221) and hand calculations written out below.
 Expected scores used as references are computed here with :mod:`math`, independently of the engine.
 """

@@ -1,4 +1,4 @@
-"""The engine's import boundary: standard library only (DESIGN.md, "Parts and where they live")."""
+"""The engine's import boundary: standard library only (``docs/decisions/0001-pure-engine-and-layers.md``)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import math
 import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 import orjson
 import pydantic
@@ -22,8 +23,8 @@ EVENT_ID = uuid.UUID("00000000-0000-5000-8000-000000000001")
 
 
 def test_a_match_event_is_written_as_the_rating_changed_json_consumers_read():
-    """DESIGN.md's worked example, 1350 vs 1200, K = 30, the favourite wins: E = 1 / (1 + 10^(-150/400))
-    = 0.70338 (10^-0.375 = 0.42170), new rating 1350 + 30 * 0.29662 = 1358.898 (unrounded; DESIGN.md rounds it to 1359). The JSON text is the
+    """The seed tutorial's worked example, 1350 vs 1200, K = 30, the favourite wins: E = 1 / (1 + 10^(-150/400))
+    = 0.70338 (10^-0.375 = 0.42170), new rating 1350 + 30 * 0.29662 = 1358.898 (unrounded; the tutorial rounds it to 1359). The JSON text is the
     contract's fields in order, compact, with the offset written as +00:00 (as before typing)."""
     expected = 1 / (1 + 10 ** ((1200 - 1350) / 400))
     after = 1350 + 30 * (1 - expected)
@@ -41,7 +42,8 @@ def test_a_match_event_is_written_as_the_rating_changed_json_consumers_read():
 
 
 @pytest.mark.parametrize("field, value", [("expected_score", 1.5), ("sequence", 0), ("rating_after", float("nan")),
-                                          ("occurred_at", "2026-05-01T18:30:05"), ("reason", "bonus")])
+                                          ("occurred_at", "2026-05-01T18:30:05"), ("reason", "bonus"),
+                                          ("k_factor", -1.0)])
 def test_an_event_that_breaks_the_contract_is_refused_at_runtime(field, value):
     """Each event is validated as schemas.RatingChanged before it reaches the outbox: a score
     outside [0, 1], a sequence below 1, a NaN rating, a naive time or an unknown reason raises."""
@@ -72,7 +74,7 @@ def _typed(value):
        out_of_order=st.booleans(), reason=st.sampled_from(["match", "rebuild", "correction"]))
 def test_the_event_text_holds_exactly_the_validated_values_and_the_stream_text_too(
         rating_before, rating_after, expected, actual, k, sequence, games, player, match_id, out_of_order, reason):
-    """orjson writes the outbox's and the stream's JSON text (README, Performance): whatever the
+    """orjson writes the outbox's and the stream's JSON text (a tenth of the standard library's time): whatever the
     values (floats of any size, tiny or huge, which orjson may write with another exponent than
     Python's repr; any Unicode in the ids), the text reads back to the very values given, of the
     same JSON types, and the relay's text of that payload reads back to it again."""
@@ -138,3 +140,55 @@ def test_a_value_orjson_cannot_write_as_its_json_type_raises_rather_than_becomin
              "out_of_order": False, "occurred_at": "2026-05-01T18:30:05+00:00"}
     with pytest.raises(TypeError):
         rating_changed_json([event])
+
+
+def _schema_validator(schema: dict) -> object:
+    import jsonschema  # the test extra's independent validator, as in test_contract_differential
+
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+ELO_ONLY_SCHEMA = json.loads((Path(__file__).parents[1] / "data" / "rating_changed.v1.elo-only.json").read_text())
+CURRENT_SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "json" / "rating_changed.v1.json").read_text())
+
+
+def _one_event(change: RatingChange) -> dict:
+    [text] = match_events_json([{"event_id": EVENT_ID, "match_id": "m-1", "ladder": "l", "change": change,
+                                 "sequence": 1, "games_played": 1, "out_of_order": False}],
+                               datetime(2026, 5, 1, tzinfo=UTC))
+    return json.loads(text)
+
+
+def test_an_elo_event_stays_valid_for_a_consumer_built_on_the_schema_before_deviations():
+    """An Elo change's event has no deviation or volatility key at all, so the schema committed
+    before they existed (``additionalProperties: false``) still accepts it, as does today's."""
+    event = _one_event(RatingChange("ann", 1350.0, 1358.9, 0.7, 1.0, 30.0, "win"))
+    assert not {"deviation_before", "deviation_after", "volatility_before", "volatility_after"} & event.keys()
+    assert _schema_validator(ELO_ONLY_SCHEMA).is_valid(event)  # type: ignore[attr-defined]
+    assert _schema_validator(CURRENT_SCHEMA).is_valid(event)  # type: ignore[attr-defined]
+
+
+def test_a_glicko2_event_carries_the_deviation_and_volatility_before_and_after():
+    """A change with a deviation carries the four fields with the change's values; today's schema
+    accepts the event and the schema before them refuses it (an additive change consumers opt into)."""
+    change = RatingChange("ann", 1500.0, 1563.2, 0.5, 1.0, 126.4, "win", 0.0, False, 200.0, 175.2, 0.06, 0.059999)
+    event = _one_event(change)
+    assert (event["deviation_before"], event["deviation_after"]) == (200.0, 175.2)
+    assert (event["volatility_before"], event["volatility_after"]) == (0.06, 0.059999)
+    assert _schema_validator(CURRENT_SCHEMA).is_valid(event)  # type: ignore[attr-defined]
+    assert not _schema_validator(ELO_ONLY_SCHEMA).is_valid(event)  # type: ignore[attr-defined]
+
+
+def test_a_negative_deviation_breaks_the_contract():
+    """A deviation is at least 0: a change saying otherwise is refused before it reaches the outbox."""
+    change = RatingChange("ann", 1500.0, 1510.0, 0.5, 1.0, 20.0, "win", 0.0, False, 200.0, -1.0, None, None)
+    with pytest.raises(pydantic.ValidationError):
+        _one_event(change)
+
+
+def test_a_model_with_uncertainty_may_take_a_negative_step_in_a_free_for_all():
+    """A Weng-Lin free-for-all can move a player against the sign of actual - expected (the mean
+    pairwise score): its event, which carries the deviation, may state a negative K-factor; an Elo
+    event may not (the parametrized test above)."""
+    change = RatingChange("ann", 25.0, 25.5, 0.6, 0.5, -5.0, "draw", 0.0, False, 8.3, 8.1, None, None)
+    assert _one_event(change)["k_factor"] == -5.0

@@ -8,8 +8,8 @@ consumer state (tasks.py), the JSON decoder (decoding.py) and the producer that 
 private attributes. None of these is a documented interface: a new minor release may rename or
 re-sign any of them without a deprecation. :data:`INTERNALS` lists each one with the parameters the
 adapter expects, and the test fails naming the one that is missing or changed. Run it (and the
-fault suite) before raising a Celery, kombu or redis-py bound (README, "Supported versions and
-upgrading").
+fault suite) before raising a Celery, kombu or redis-py bound (``docs/development/index.md``,
+"Supported versions and upgrading").
 
 Four kinds of entry:
 

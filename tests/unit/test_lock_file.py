@@ -50,7 +50,7 @@ def lock_problems(pyproject_text: str, lock_text: str) -> list[str]:
 
 def test_every_requirement_of_pyproject_is_pinned_in_the_lock_within_its_range():
     """Each dependency and each extra's requirement has a pin in requirements.lock that its range
-    allows; regenerate the lock (README, "Supported versions and upgrading") when this fails."""
+    allows; regenerate the lock (``docs/development/index.md``, "Supported versions and upgrading") when this fails."""
     problems = lock_problems((ROOT / "pyproject.toml").read_text(encoding="utf-8"),
                              (ROOT / LOCK).read_text(encoding="utf-8"))
     assert problems == [], "\n".join(problems)

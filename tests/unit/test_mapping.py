@@ -88,3 +88,24 @@ def test_equal_stats_share_one_performance_and_the_cache_stays_bounded() -> None
     zero = to_engine_match(_payload({}, {"won_by_4_and_last": 0}))  # after the cache started over
     assert isinstance(zero, Match)
     assert zero.side_a[0].performance is zero.side_b[0].performance
+
+
+def test_played_at_is_the_finished_at_of_the_payload_in_epoch_seconds() -> None:
+    """A match's played_at is its own finished_at: 2024-05-01T18:30:00Z is 1714588200 s after the
+    epoch (19844 days × 86400 s + 18.5 h × 3600 s, worked out by hand), for both match shapes."""
+    two = to_engine_match({**_payload({}, {}), "finished_at": "2024-05-01T18:30:00Z"})
+    ffa = to_engine_match({"match_id": "f", "finished_at": "2024-05-01T18:30:00.250000Z", "sides": [
+        {"players": [{"player_id": p}], "placement": n} for n, p in enumerate("abc", 1)]})
+    assert two.played_at == 19844 * 86400 + 18.5 * 3600 == 1714588200.0
+    assert ffa.played_at == 1714588200.25
+
+
+def test_a_players_weight_is_mapped_and_defaults_to_one() -> None:
+    """An optional ``weight`` per player (partial play) reaches the participant; absent or null is 1."""
+    payload = _payload({}, {})
+    payload["side_a"]["players"][0]["weight"] = 0.25
+    payload["side_b"]["players"][0]["weight"] = None
+    match = to_engine_match(payload)
+    assert isinstance(match, Match)
+    assert (match.side_a[0].weight, match.side_b[0].weight) == (0.25, 1.0)
+    assert to_engine_match(_payload({}, {})).side_a[0].weight == 1.0

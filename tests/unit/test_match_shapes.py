@@ -98,11 +98,11 @@ def _policy_show(*args: str, **env: str):
 
 def test_policy_show_says_which_shapes_a_ladder_rates_and_refuses_a_bad_declaration(tmp_path):
     """``ratings policy show`` prints the shapes beside the policy; a declaration the worker would
-    refuse at start stops it too (exit 2, file and key named)."""
+    refuse at start stops it too (exit 3, environment not ready: file and key named)."""
     shown = _policy_show("--ladder", "sedma")
     assert shown.returncode == 0, shown.stderr
     assert "rates 1v1, 2v2" in shown.stdout
     path = tmp_path / "ladders.toml"
     path.write_text("[ladders.x]\nk_factor = { constant = 24 }\nmatch_shapes = { sides = 1 }\n")
     broken = _policy_show(RATINGS_LADDERS_FILE=str(path))
-    assert broken.returncode == 2 and "ladders.x.match_shapes.sides" in broken.stderr
+    assert broken.returncode == 3 and "ladders.x.match_shapes.sides" in broken.stderr

@@ -329,7 +329,7 @@ def test_the_shipped_policies_rate_as_the_seed_and_the_tutorial() -> None:
     assert sedma.k_factor is SEDMA_K and sedma.rounding is Rounding.HALF_EVEN and sedma.initial_rating == 1000
     assert sedma.is_basic and elo.is_basic
     favourite, underdog = rate(one_v_one(), {"a": 1350.0, "b": 1200.0}, elo)
-    assert (round(favourite.rating_after), round(underdog.rating_after)) == (1359, 1191)  # DESIGN.md's example
+    assert (round(favourite.rating_after), round(underdog.rating_after)) == (1359, 1191)  # the seed tutorial's example
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The edges of each formula, as decided in issue 11, against values worked out by hand.
+"""The edges of each formula, as decided in ``docs/decisions/0003-every-valid-policy-rates-every-valid-match.md``,
+against values worked out by hand.
 
 Reference values are written out from the formulas' sources in each test (FiveThirtyEight's
 ``forecast.py`` multiplier, the logistic expected score, IEEE double arithmetic as C# does it),

@@ -1,4 +1,5 @@
-"""Every policy the validator accepts rates every valid match safely (issue 11).
+"""Every policy the validator accepts rates every valid match safely
+(``docs/decisions/0003-every-valid-policy-rates-every-valid-match.md``).
 
 A policy file that validates is a promise: every valid match is rated with no exception (other
 than the refusals a policy states, with their dead-letter reason codes), finite ratings, K >= 0,

@@ -11,7 +11,7 @@ from engine.replay import Standing, replay
 from worker import store as repository
 from worker.mapping import to_engine_match
 from worker.ops.rebuild import ORDERS, _Fold, history_row
-from worker.policy.config import PolicyConfig
+from worker.policy.config import config_of
 from worker.policy.ladders import load_ladders
 from worker.policy.stored import PolicyUnavailable, ladder_contents, policy_from_content
 from worker.settings import DEFAULT_LADDERS_FILE
@@ -48,15 +48,17 @@ def test_the_fold_keeps_each_ledger_seq_with_its_match_and_matches_the_replay():
     assert fold.matches == 3 and fold.last["x"][0] == "c" and fold.last["z"][0] == "b"
     seq, match, changes = out[2]
     row = history_row(seq, match, changes[0], "elo", Standing(1.0, games_played=3), NOW, 9, "v1")
-    assert row[:5] == (15, "c", "elo", "y", 3) and row[11] is None and row[13:] == (9, "v1", None, None)
+    assert row[:5] == (15, "c", "elo", "y", 3) and row[11] is None and row[13:17] == (9, "v1", None, None)
+    assert row[17:] == (None,) * 6  # an Elo change: no deviation, volatility or prior state
     assert ORDERS == ("applied", "finished-at")
 
 
 def test_a_stored_policy_reads_back_as_the_file_policy_with_the_stored_version():
-    """policies.content is PolicyConfig.canonical(): it reads back to the same engine policy."""
+    """policies.content is the config's canonical(): it reads back to the same engine policy, for
+    every model of the shipped ladders file."""
     contents = ladder_contents(DEFAULT_LADDERS_FILE)
     for ladder, policy in load_ladders(DEFAULT_LADDERS_FILE).items():
-        assert PolicyConfig.model_validate(contents[ladder]).version() == policy.version
+        assert config_of(contents[ladder]).version() == policy.version
         assert policy_from_content(policy.version, contents[ladder]) == policy
 
 

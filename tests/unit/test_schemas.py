@@ -651,3 +651,16 @@ def test_only_a_correction_event_may_say_zero_games_played() -> None:
     for reason in ("match", "rebuild"):
         with pytest.raises(ValidationError, match="only a correction event"):
             RatingChanged(**rating_changed(reason=reason, games_played=0))
+
+
+def test_a_players_weight_is_kept_in_the_canonical_form_and_bounded_to_the_unit_interval() -> None:
+    """``weight`` (partial play) is optional: when given it is part of the canonical JSON (so of the
+    payload hash); 0, above 1, a string or a boolean are schema violations naming the field."""
+    body = message(side_a={"players": [{"player_id": "alice", "weight": 0.5}]},
+                   side_b={"players": [{"player_id": "bob"}]})
+    assert b'{"player_id":"alice","stats":null,"weight":0.5}' in parse_match_finished(body).canonical_json()
+    for bad in (0, 1.5, "0.5", True, -0.1):
+        body["side_a"]["players"][0]["weight"] = bad
+        with pytest.raises(InvalidMessage) as caught:
+            parse_match_finished(body)
+        assert caught.value.reason_code == "schema_violation" and "weight" in str(caught.value)

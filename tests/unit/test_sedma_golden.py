@@ -2,7 +2,7 @@
 
 Reference values come from ``tests/data/golden/sedma_reference.csv`` (computed by the
 seed's C# ``CalculateNewRatings`` under Mono) and from hand calculations written out below with the
-formula of DESIGN.md: K by band, S_adj = clamp(base + share * bonus - malus, 0, 1),
+seed's formula (``docs/design/policies.md``): K by band, S_adj = clamp(base + share * bonus - malus, 0, 1),
 E = 1 / (1 + 10^((R_opp - R) / 400)), new = round_half_even(R + K * (S_adj - E)).
 """
 
@@ -210,7 +210,7 @@ HAND_CASES = [
 
 @pytest.mark.parametrize(("inputs", "expected"), HAND_CASES)
 def test_seed_port_matches_hand_computed_case(inputs, expected):
-    """calculate_new_ratings gives the integers worked out by hand from the DESIGN.md formula."""
+    """calculate_new_ratings gives the integers worked out by hand from the seed's formula."""
     assert calculate_new_ratings(*inputs) == expected
 
 

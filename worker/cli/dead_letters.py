@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from worker import store as repository
-from worker.cli.common import cli_producer_app, console, err, open_database, who_asks
+from worker.cli.common import ExitCode, cli_producer_app, console, err, open_database, print_json, who_asks
 from worker.settings import get_settings
 
 dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.", invoke_without_command=True,
@@ -21,7 +21,7 @@ dead_letters_app = typer.Typer(help="Inspect, requeue or discard dead letters.",
 def dead_letters_default(ctx: typer.Context) -> None:
     """With no subcommand: the same as `dead-letters list`."""
     if ctx.invoked_subcommand is None:
-        dead_letters_list()
+        dead_letters_list(limit=50, status=DeadLetterStatus.OPEN, reason=None, as_json=False)
 
 
 class DeadLetterStatus(str, Enum):
@@ -38,12 +38,17 @@ def dead_letters_list(
     limit: Annotated[int, typer.Option(help="How many, newest first.", min=1)] = 50,
     status: Annotated[DeadLetterStatus, typer.Option(help="Which ones.")] = DeadLetterStatus.OPEN,
     reason: Annotated[Optional[str], typer.Option(help="Only this reason code.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on standard output (docs/operators/cli.md).")] = False,
 ) -> None:
-    """List dead letters with their reason codes (and a count of open ones by reason)."""
+    """List dead letters with their reason codes (and a count of open ones by reason). Exit 0 even
+    when some are open: `ratings doctor` is the check that fails on them."""
     chosen = DeadLetterStatus(status).value
     with open_database() as conn:
         by_reason = repository.dead_letter_counts(conn)
         rows = repository.dead_letters(conn, limit, None if chosen == "any" else chosen, reason)
+    if as_json:
+        print_json({"open_by_reason": by_reason, "dead_letters": rows})
+        return
     console.print("open by reason: " + (", ".join(f"{k}={v}" for k, v in by_reason.items()) or "none"))
     table = Table()
     for col in ["id", "received", "reason", "status", "match_id", "detail", "raw body"]:
@@ -61,7 +66,7 @@ def dead_letters_show(dead_letter_id: Annotated[int, typer.Argument(help="Dead l
         row = repository.dead_letter(conn, dead_letter_id)
     if row is None:
         err.print(f"no dead letter {dead_letter_id}")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
     for key, value in row.items():
         if key != "raw_body":
             console.print(f"[bold]{key}[/bold]: {value}", highlight=False)
@@ -103,7 +108,7 @@ def dead_letters_requeue(
                 repository.resolve_dead_letter(conn, dead_letter_id, "requeued", who_asks(by), task_id)
             console.print(f"dead letter {dead_letter_id} requeued as task {task_id}")
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
 
 
 @dead_letters_app.command("discard")
@@ -121,4 +126,4 @@ def dead_letters_discard(
                 err.print(f"dead letter {dead_letter_id}: not found or not open")
                 failed = True
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)

@@ -1,7 +1,7 @@
 """``ratings demo`` and ``ratings bench``: development commands (embedded servers, benchmark).
 
 Both run :mod:`worker.devtools`, which a source checkout has and the built wheel (the production
-install) does not: without it they exit 2 saying what to install.
+install) does not: without it they exit 3 (not ready) saying what to install.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from worker.cli.common import err
+from worker.cli.common import ExitCode, err
 from worker.extras import MissingExtra
 
 
@@ -51,7 +51,7 @@ def _counts(text: str, option: str) -> list[int]:
         counts = []
     if not counts or min(counts) < 1:
         err.print(f"[red]{option} must be positive integers separated by commas[/red], got {text!r}")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     return counts
 
 
@@ -80,6 +80,8 @@ def bench(
     skip_scaling: Annotated[bool, typer.Option(help="Only the main worker count (no scaling table).")] = False,
     durability_matches: Annotated[int, typer.Option(help="Publishes per Redis durability setting (appendfsync everysec / always, WAIT 1 replica) on a replicated Redis of the bench's own (0: skip).", min=0)] = 5_000,
     durability_rounds: Annotated[int, typer.Option(help="Turns each durability setting takes (its figure: the median).", min=1)] = 3,
+    api_seconds: Annotated[float, typer.Option(help="Seconds of each read-API measurement (single lookup, 100-player batch, leaderboard page, each beside /health) with the rating path at half load (0: skip).", min=0)] = 5.0,
+    api_concurrency: Annotated[int, typer.Option(help="Concurrent keep-alive clients of the read-API measurements.", min=1, max=256)] = 8,
     seed: Annotated[int, typer.Option(help="Random seed of the generated matches.")] = 2026,
     output: Annotated[Path, typer.Option(help="JSON file of every figure.")] = Path("bench-results.json"),
 ) -> None:
@@ -100,5 +102,6 @@ def bench(
         seed=seed, output=output, hot_lock_seconds=hot_lock_seconds, durability_matches=durability_matches,
         durability_rounds=durability_rounds, late_share=late_share, late_by=late_by,
         paired_rounds=paired_rounds, paired_matches=paired_matches, paired_workers=paired,
+        api_seconds=api_seconds, api_concurrency=api_concurrency,
     )
     raise typer.Exit(tools.run_bench(config))

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from worker import store as repository
-from worker.cli.common import configured_policies, console, err, open_database
+from worker.cli.common import ExitCode, configured_policies, console, err, open_database
 from worker.settings import get_settings
 from worker.store.connection import snapshot
 
 if TYPE_CHECKING:
+    from engine import RatingPolicy
+    from engine.policy import AnyPolicy
     from worker.ops.evaluate import EvaluationReport, LabelledPolicy, SkippedLines
 
 
@@ -43,8 +45,17 @@ def evaluate(
     json_out: Annotated[Optional[Path], typer.Option(
         "--json", help="Write every figure and series as JSON to this file.", dir_okay=False)] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    models: Annotated[bool, typer.Option(
+        "--models", help="Compare the rating models (Elo, Glicko-2, Weng-Lin) on the shipped football and NFL "
+                         "data: tuned on the earlier half, scored on the later half (deviance, log loss, Brier); "
+                         "--chart draws their calibration. No --ladder, --file or --policy.")] = False,
+    data: Annotated[Optional[list[str]], typer.Option(
+        help="With --models: a data set to use, football or nfl (repeat for both; default both).")] = None,
 ) -> None:
     """Replay a ladder's history under one or several policies and compare them side by side.
+
+    With --models, compares Elo, Glicko-2 and the Weng-Lin models on the shipped football and NFL data
+    instead (each tuned on the earlier half, scored on the later half).
 
     Per policy: log loss, Brier score and accuracy of the expected scores (predictions made before
     each match), mean rating and its drift over time, how often the rating floor and the expected
@@ -53,6 +64,14 @@ def evaluate(
     """
     from worker.ops import evaluate as ev
 
+    if models:
+        if ladder is not None or file is not None or policy:
+            err.print("[red]--models compares the models on the shipped data[/red]: drop --ladder, --file and --policy")
+            raise typer.Exit(ExitCode.USAGE)
+        from worker.cli.evaluate_models import compare_models
+
+        compare_models(data, json_out, chart, quiet)
+        return
     _check_usage(ladder, file, player, player_chart, drift_by)
     kind, history_ladder = _history_kind(ladder, file)
     policies = _chosen_policies(policy, history_ladder)
@@ -68,7 +87,7 @@ def evaluate(
                 total = repository.ledger_size(conn, history_ladder)
                 if total == 0:
                     err.print(f"[red]the ledger of ladder {history_ladder!r} holds no match[/red]")
-                    raise typer.Exit(1)
+                    raise typer.Exit(ExitCode.FINDINGS)
                 report = run(ev.ledger_history(conn, history_ladder), total, f"ledger of ladder {history_ladder}")
     elif kind == "football":
         assert file is not None
@@ -86,7 +105,7 @@ def evaluate(
 
     if report.matches == 0:
         err.print("[red]the history holds no match to replay[/red]")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
     _print_and_write(report, len(policies), player, chart, player_chart, json_out)
 
 
@@ -95,13 +114,13 @@ def _check_usage(ladder: str | None, file: Path | None, player: str | None, play
     """Exit 2 naming the option at fault when the options do not go together."""
     if ladder is None and file is None:
         err.print("[red]name a history[/red]: --ladder L (its ledger) or --file F (football CSV or JSON Lines)")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     if player_chart is not None and player is None:
         err.print("[red]--player-chart needs --player ID[/red]")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     if drift_by not in ("auto", "year", "matches"):
         err.print(f"[red]--drift-by must be auto, year or matches[/red], got {drift_by!r}")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
 
 
 def _history_kind(ladder: str | None, file: Path | None) -> tuple[str, str]:
@@ -118,11 +137,11 @@ def _history_kind(ladder: str | None, file: Path | None) -> tuple[str, str]:
     if file.suffix.lower() == ".csv":
         err.print(f"[red]{file} is not the international football CSV[/red] (it needs the columns date, "
                   "home_team, away_team, home_score, away_score); other files are read as JSON Lines")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     history_ladder = ladder or ev.first_ladder(file)
     if history_ladder is None:
         err.print(f"[red]{file} holds no valid MatchFinished line[/red]")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
     return "jsonl", history_ladder
 
 
@@ -139,8 +158,8 @@ def _chosen_policies(paths: list[Path] | None, history_ladder: str) -> list[Labe
         if history_ladder not in configured:
             err.print(f"[red]ladder {history_ladder!r} is not configured[/red] (configured: "
                       f"{', '.join(sorted(configured))}); pass --policy FILE or --ladder L")
-            raise typer.Exit(2)
-        return [ev.LabelledPolicy(history_ladder, configured[history_ladder],
+            raise typer.Exit(ExitCode.USAGE)
+        return [ev.LabelledPolicy(history_ladder, _elo_only(configured[history_ladder], history_ladder),
                                   f"ladder {history_ladder} ({get_settings().ladders_file})")]
     labels: Counter[str] = Counter()
     for path in paths:
@@ -148,11 +167,20 @@ def _chosen_policies(paths: list[Path] | None, history_ladder: str) -> list[Labe
             loaded = load_policy_file(path)
         except LadderConfigError as exc:
             err.print(f"[red]policy file error[/red]: {exc}")
-            raise typer.Exit(2) from exc
+            raise typer.Exit(ExitCode.USAGE) from exc
         labels[path.stem] += 1
         label = path.stem if labels[path.stem] == 1 else f"{path.stem} #{labels[path.stem]}"
-        policies.append(ev.LabelledPolicy(label, loaded, str(path)))
+        policies.append(ev.LabelledPolicy(label, _elo_only(loaded, str(path)), str(path)))
     return policies
+
+
+def _elo_only(policy: AnyPolicy, where: str) -> RatingPolicy:
+    """``policy`` when it is an Elo policy, else exit 2 saying so (evaluate scores Elo policies)."""
+    from engine import RatingPolicy
+    if not isinstance(policy, RatingPolicy):
+        err.print(f"[red]{where}[/red]: evaluate scores Elo policies; this one is model {policy.model!r}")
+        raise typer.Exit(ExitCode.USAGE)
+    return policy
 
 
 def _replay(history, total: int, source: str, policies: list[LabelledPolicy], *, quiet: bool, skip_first: int,
@@ -217,4 +245,4 @@ def _print_and_write(report: EvaluationReport, policy_count: int, player: str | 
         console.print(f"wrote {player_chart}")
     if missing_player:
         err.print(f"[red]player {player!r} has no match in the history[/red]")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from worker.cli.common import ExitCode
 from worker.settings import get_settings
 
 if TYPE_CHECKING:
@@ -18,11 +19,13 @@ if TYPE_CHECKING:
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
-EXIT_REFUSED_ROWS = 1
+EXIT_REFUSED_ROWS = ExitCode.FINDINGS
 """Exit code when rows were refused (nothing published unless --good-rows-only)."""
-EXIT_REFUSED_FILE = 2
+EXIT_REFUSED_FILE = ExitCode.USAGE
 """Exit code when the file, an option or the ladder was refused (nothing published)."""
-EXIT_REMOVED_KEPT = 3
+EXIT_REFUSED_STATE = ExitCode.FINDINGS
+"""Exit code when the ladder's state refused the import (arrival order, an annulment refused; nothing published)."""
+EXIT_REMOVED_KEPT = ExitCode.FINDINGS
 """Exit code when matches no longer in the log stay rated (no --annul-removed): the ladder differs from the log."""
 
 
@@ -79,7 +82,7 @@ def _annul(plan: Reconciliation, log_name: str, annul_removed: bool) -> int:
                 already = f"; annulled already: {', '.join(done)}" if done else ""
                 err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}; nothing published{already} "
                           "(import again once it can run)")
-                raise typer.Exit(EXIT_REFUSED_FILE) from exc
+                raise typer.Exit(EXIT_REFUSED_STATE) from exc
             done += result.annulled
             annulled += sum(1 for m in result.annulled if m in removed)
     return annulled
@@ -132,8 +135,9 @@ def import_log(
     and nothing changes unless --good-rows-only. Then the log is compared with the ladder: rows
     the ladder lacks are added in their place, a row whose result changed or that moved annuls its
     old match and is rated anew, matches no longer in the log are annulled only with
-    --annul-removed. Exit 0: the ladder equals the log; 1: rows refused; 2: the file or an option
-    refused; 3: matches removed from the log stay rated."""
+    --annul-removed. Exit 0: the ladder equals the log; 1: rows refused, matches removed from the
+    log stay rated, or the ladder's state refused the import (nothing published); 2: the file or an
+    option refused; 3: the environment is not ready (servers, settings)."""
     from worker.cli.common import open_database
     from worker.cli.common import require_known_ladder as _known_ladder
     from worker.ops.importer import Columns, LogFileError, read_log
@@ -164,7 +168,7 @@ def import_log(
         err.print(f"[red]refused[/red] (arrival_order): ladder {ladder!r} is rated in arrival order, so a row "
                   f"added before others or an edited row cannot be rated in its place; run `ratings rebuild "
                   f"--ladder {ladder} --order finished-at` first (nothing published)")
-        raise typer.Exit(EXIT_REFUSED_FILE)
+        raise typer.Exit(EXIT_REFUSED_STATE)
     for error in plan.errors:
         err.print(f"row {error.row}: {error.reason_code}: {error.detail} {error.cells or ''}".rstrip(), markup=False)
     proceed = not plan.errors or good_rows_only

@@ -8,7 +8,7 @@ import sys
 from datetime import UTC
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import JustifyMethod
@@ -17,11 +17,13 @@ from rich.table import Table
 
 from worker import store as repository
 from worker.cli.common import (
+    ExitCode,
     configured_policies,
     console,
     err,
     ladder_policies,
     open_database,
+    print_json,
     require_known_ladder,
     require_session_database_url,
     who_asks,
@@ -29,18 +31,36 @@ from worker.cli.common import (
 from worker.ops.render import leaderboard_table
 from worker.settings import get_settings
 
+if TYPE_CHECKING:
+    from worker.ops.verify import VerifyResult
+
 
 def leaderboard(
     ladder: Annotated[str, typer.Option(help="Ladder name.")],
     top: Annotated[Optional[int], typer.Option(help="Only the first N.", min=1)] = 20,
     as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on standard output (docs/operators/cli.md).")] = False,
+    at: Annotated[Optional[str], typer.Option(help="Ladders with uncertainty: the moment shown (ISO 8601 "
+                                              "with offset; default now).")] = None,
 ) -> None:
     """Players of a ladder by rating: rank, player, rating, games, wins, draws, losses, win %
-    (a draw counts as half a win)."""
+    (a draw counts as half a win). A ladder rated with uncertainty (Glicko-2, Weng-Lin) is ranked by
+    its conservative rating, with the deviation grown to the moment shown and provisional and
+    inactive marks; players not rankable are listed after, unranked."""
+    from worker.cli.models import uncertainty_leaderboard
+
     require_known_ladder(ladder)
     with open_database() as conn:
+        if not (as_csv or as_json):
+            table = uncertainty_leaderboard(conn, ladder, top, at)
+            if table is not None:
+                console.print(table)
+                return
         rows = repository.leaderboard(conn, ladder, top)
     columns = ["rank", "player_id", "rating", "games", "wins", "draws", "losses", "win_pct"]
+    if as_json:
+        print_json({"ladder": ladder, "players": [{c: r[c] for c in [*columns, "peak_rating"]} for r in rows]})
+        return
     if as_csv:
         writer = csv.writer(sys.stdout)
         writer.writerow(["rank", "player", "rating", "games", "wins", "draws", "losses", "win %"])
@@ -55,14 +75,21 @@ def history(
     player: Annotated[str, typer.Argument(help="Player id.")],
     ladder: Annotated[str, typer.Option(help="Ladder name.")],
     as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on standard output (docs/operators/cli.md).")] = False,
 ) -> None:
-    """One player's rating history on a ladder, oldest first."""
+    """One player's rating history on a ladder, oldest first, and the corrections that rewrote it;
+    exit 1 when the player has no history on the ladder."""
     require_known_ladder(ladder)
     with open_database() as conn:
         rows = repository.history(conn, ladder, player)
+        rewrites = repository.history_corrections(conn, ladder, player) if rows else []
+    if as_json:
+        print_json({"ladder": ladder, "player_id": player, "history": rows, "corrections": rewrites})
     if not rows:
         err.print(f"no history for {player!r} on ladder {ladder!r}")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
+    if as_json:
+        return
     if as_csv:
         writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -76,8 +103,6 @@ def history(
                       f"{r['rating_before']:.1f}", f"{r['rating_after']:.1f}", f"{r['delta']:+.1f}",
                       f"{r['expected_score']:.3f}", f"{r['actual_score']:.3f}", f"{r['k_factor']:g}")
     console.print(table)
-    with open_database() as conn:
-        rewrites = repository.history_corrections(conn, ladder, player)
     for c in rewrites:
         what = (f"late match {c['match_id']} placed in its position" if c["kind"] == "late"
                 else f"annulment of {', '.join(c['annulled'] or [c['match_id']])}"
@@ -102,7 +127,7 @@ def annul(
             result = repository.annul_matches(conn, match_ids, reason, annulled_by, ladders)
     except repository.AnnulmentRefused as exc:
         err.print(f"[red]annulment refused[/red] (annulment_refused): {exc}")
-        raise typer.Exit(1) from exc
+        raise typer.Exit(ExitCode.FINDINGS) from exc
     for ladder in sorted(result.rerated):
         console.print(f"{ladder}: annulled, {result.rerated[ladder]} later match(es) re-rated, "
                       f"{result.players_changed[ladder]} player(s) told by a correction event")
@@ -112,7 +137,7 @@ def annul(
         console.print(f"already annulled (nothing done): {', '.join(result.already)}")
     if result.unknown:
         err.print(f"[red]not in the ledger[/red] (unknown_match): {', '.join(result.unknown)}")
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
 
 
 def _check_annulment(match_ids: list[str], reason: str, annulled_by: str) -> None:
@@ -129,36 +154,62 @@ def _check_annulment(match_ids: list[str], reason: str, annulled_by: str) -> Non
                                  "reason": reason, "annulled_by": annulled_by})
     except InvalidMessage as exc:
         err.print(f"[red]annulment refused[/red] ({exc.reason_code}): {escape(exc.detail)}", highlight=False)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
 
 
-def verify(ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: every configured ladder).")] = None) -> None:
+def verify(
+    ladder: Annotated[Optional[str], typer.Option(help="Ladder (default: every configured ladder).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on standard output (docs/operators/cli.md).")] = False,
+) -> None:
     """Replay the ledger with the engine and compare with stored ratings; exit 1 on any difference."""
     from worker.ops.verify import verify_ladder
 
     policies = configured_policies()
     ladders = [ladder] if ladder else sorted(policies)
-    failed = False
+    if ladder is not None:
+        require_known_ladder(ladder)
+    results = []
     with open_database() as conn:
         for name in ladders:
-            if name not in policies:
-                err.print(f"[red]unknown ladder {name!r}[/red]; configured: {', '.join(sorted(policies))}")
-                raise typer.Exit(2)
-            result = verify_ladder(conn, name, policies[name])
-            status = "[green]OK[/green]" if result.ok else f"[red]{len(result.differences)} difference(s)[/red]"
-            order = "" if result.apply_order == "applied" else f", order {result.apply_order}"
-            console.print(f"verify {name}: {result.matches} match{'' if result.matches == 1 else 'es'} replayed, "
-                          f"{result.players} player{'' if result.players == 1 else 's'} "
-                          f"(policy {result.policy_version}{order}): {status}")
-            if result.configured_version != result.policy_version:
-                console.print(f"  note: the ladders file has policy {result.configured_version} for {name}; "
-                              f"{result.policy_version} stays in force until `ratings rebuild --ladder {name}`")
-            for pid, have, want in result.differences[:20]:
-                console.print(f"  {pid}: stored {have}, replayed {want}")
-            failed |= not result.ok
-    if failed:
-        raise typer.Exit(1)
+            results.append(verify_ladder(conn, name, policies[name]))
+            if not as_json:
+                _print_verify(results[-1])
+    if as_json:
+        print_json({"ok": all(r.ok for r in results), "ladders": [_verify_json(r) for r in results]})
+    if not all(r.ok for r in results):
+        raise typer.Exit(ExitCode.FINDINGS)
 
+
+def _verify_json(result: VerifyResult) -> dict[str, Any]:
+    """One ladder's :class:`worker.ops.verify.VerifyResult` as ``verify --json`` prints it."""
+    def pair(value: tuple[float | int | None, ...] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        state = {"rating": value[0], "games": value[1]}
+        if len(value) > 2:  # a ladder rated with uncertainty: its deviation, volatility, last match time
+            state.update(zip(("deviation", "volatility", "last_played"), value[2:]))
+        return state
+
+    return {"ladder": result.ladder, "ok": result.ok, "matches": result.matches, "players": result.players,
+            "policy_version": result.policy_version, "configured_version": result.configured_version,
+            "apply_order": result.apply_order,
+            "differences": [{"player_id": pid, "stored": pair(have), "replayed": pair(want)}
+                            for pid, have, want in result.differences]}
+
+
+def _print_verify(result: VerifyResult) -> None:
+    """One ladder's verify result as lines for people (the first 20 differences)."""
+    name = result.ladder
+    status = "[green]OK[/green]" if result.ok else f"[red]{len(result.differences)} difference(s)[/red]"
+    order = "" if result.apply_order == "applied" else f", order {result.apply_order}"
+    console.print(f"verify {name}: {result.matches} match{'' if result.matches == 1 else 'es'} replayed, "
+                  f"{result.players} player{'' if result.players == 1 else 's'} "
+                  f"(policy {result.policy_version}{order}): {status}")
+    if result.configured_version != result.policy_version:
+        console.print(f"  note: the ladders file has policy {result.configured_version} for {name}; "
+                      f"{result.policy_version} stays in force until `ratings rebuild --ladder {name}`")
+    for pid, have, want in result.differences[:20]:
+        console.print(f"  {pid}: stored {have}, replayed {want}")
 
 
 class ExportFormat(str, Enum):
@@ -188,15 +239,15 @@ def export(
         suffix = output.suffix.lower().lstrip(".")
         if suffix not in ("csv", "xlsx"):
             err.print(f"[red]cannot tell the format from {str(output)!r}[/red]: pass --format csv or --format xlsx")
-            raise typer.Exit(2)
+            raise typer.Exit(ExitCode.USAGE)
         fmt = ExportFormat(suffix)
     to_stdout = str(output) == "-"
     if to_stdout and fmt is not ExportFormat.csv:
         err.print("[red]--output - (standard output) works with --format csv only[/red]")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     if not to_stdout and not output.parent.is_dir():
         err.print(f"[red]folder {str(output.parent)!r} does not exist[/red]: create it or choose another --output")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     with open_database() as conn:
         rows = repository.leaderboard(conn, ladder, top)
         record = repository.ladder_record(conn, ladder)
@@ -259,7 +310,7 @@ def rebuild(
             )
         except RebuildError as exc:
             err.print(f"[red]rebuild refused[/red]: {exc}")
-            raise typer.Exit(1) from exc
+            raise typer.Exit(ExitCode.FINDINGS) from exc
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict()) + "\n")
         return

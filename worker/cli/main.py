@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Optional
 
 # Not on a terminal (a pipe, a log, CI): rich would wrap tables and help at 80 columns.
 if not sys.stdout.isatty():
@@ -16,15 +16,19 @@ import typer  # noqa: E402
 from typer.core import TyperOption  # noqa: E402
 
 from worker.broker_durability import EvictingBroker  # noqa: E402
-from worker.cli import dead_letters, dev, evaluate, importer, ladders, matches, service  # noqa: E402
-from worker.cli.common import err  # noqa: E402
+from worker.cli import dead_letters, dev, evaluate, importer, ladders, matches, models, service  # noqa: E402
+from worker.cli.common import ExitCode, err  # noqa: E402
 from worker.cli.events import events_app, outbox_app  # noqa: E402
 from worker.cli.policy import check_published_command, policy_app  # noqa: E402
 from worker.extras import MissingExtra  # noqa: E402
+from worker.redis_url import InvalidSentinelUrl  # noqa: E402
+from worker.settings import SettingNotSet  # noqa: E402
 from worker.store.connection import DatabaseUnreachable  # noqa: E402
 
 app = typer.Typer(
-    help="Match rating worker: rate finished matches exactly once.", no_args_is_help=True,
+    help="Match rating worker: rate finished matches exactly once.\n\nExit codes: 0 ok; 1 a check failed or "
+         "findings; 2 usage error (change the command); 3 environment not ready (settings, servers, schema, "
+         "ladders file: change the environment).", no_args_is_help=True,
     pretty_exceptions_enable=False, rich_markup_mode="markdown",
 )
 
@@ -37,30 +41,55 @@ def _no_flag_type(self: TyperOption, ctx):  # a flag takes no value: no `<bool>`
 
 TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
 
-# Registration order is the order of `ratings --help`.
-app.command()(service.migrate)
-app.command()(service.worker)
-app.command()(service.relay)
-app.command()(matches.publish)
-app.command("import-football")(matches.import_football)
-app.command()(matches.generate)
-app.command()(ladders.leaderboard)
-app.command()(ladders.history)
-app.command()(ladders.verify)
-app.command()(evaluate.evaluate)
-app.command()(ladders.export)
-app.command()(ladders.rebuild)
-app.command()(ladders.rebuilds)
-app.command()(ladders.annul)
-app.add_typer(dead_letters.dead_letters_app, name="dead-letters")
-app.add_typer(policy_app, name="policy")
-app.add_typer(events_app, name="events")
-app.add_typer(outbox_app, name="outbox")
-app.command("import")(importer.import_log)
-app.command("check-published")(check_published_command)
-app.command()(service.doctor)
-app.command()(dev.demo)
-app.command()(dev.bench)
+SERVICE = "Service: run it"
+OPERATIONS = "Operations: check, repair, replay"
+LADDERS = "Ladders and organisers: ratings, policies, match logs"
+DEVELOPMENT = "Development and evaluation"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"ratings {version('match-rating-worker')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[Optional[bool], typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print the installed version and exit.")] = None,
+) -> None:
+    """The options of ``ratings`` itself (the app's help text is the Typer app's)."""
+
+
+# Registration order within a panel is the order of `ratings --help`; panels, by who uses them,
+# appear in the order of their first command.
+app.command(rich_help_panel=SERVICE)(service.migrate)
+app.command(rich_help_panel=SERVICE)(service.worker)
+app.command(rich_help_panel=SERVICE)(service.relay)
+app.command(rich_help_panel=SERVICE)(service.api)
+app.command(rich_help_panel=OPERATIONS)(service.doctor)
+app.command(rich_help_panel=OPERATIONS)(ladders.verify)
+app.add_typer(dead_letters.dead_letters_app, name="dead-letters", rich_help_panel=OPERATIONS)
+app.command(rich_help_panel=OPERATIONS)(matches.publish)
+app.command(rich_help_panel=OPERATIONS)(ladders.rebuild)
+app.command(rich_help_panel=OPERATIONS)(ladders.rebuilds)
+app.add_typer(events_app, name="events", rich_help_panel=OPERATIONS)
+app.add_typer(outbox_app, name="outbox", rich_help_panel=OPERATIONS)
+app.command(rich_help_panel=LADDERS)(ladders.leaderboard)
+app.command(rich_help_panel=LADDERS)(models.predict)
+app.command(rich_help_panel=LADDERS)(ladders.history)
+app.command(rich_help_panel=LADDERS)(ladders.export)
+app.command("import", rich_help_panel=LADDERS)(importer.import_log)
+app.command(rich_help_panel=LADDERS)(ladders.annul)
+app.add_typer(policy_app, name="policy", rich_help_panel=LADDERS)
+app.command(rich_help_panel=DEVELOPMENT)(evaluate.evaluate)
+app.command("check-published", rich_help_panel=DEVELOPMENT)(check_published_command)
+app.command(rich_help_panel=DEVELOPMENT)(matches.generate)
+app.command("import-football", rich_help_panel=DEVELOPMENT)(matches.import_football)
+app.command(rich_help_panel=DEVELOPMENT)(dev.demo)
+app.command(rich_help_panel=DEVELOPMENT)(dev.bench)
 
 
 def _settings_reason(error: Mapping[str, Any]) -> str:
@@ -73,7 +102,9 @@ def _settings_reason(error: Mapping[str, Any]) -> str:
 
 
 def main() -> None:
-    """Console-script entry point: the CLI, with expected failures as one-line messages (exit 2)."""
+    """Console-script entry point: the CLI, with expected failures as one-line messages: exit 3
+    (:attr:`ExitCode.NOT_READY`) for the environment (servers, settings, optional packages), 2 for
+    a file or value named on the command line."""
     import kombu.exceptions
     import pydantic
     import redis
@@ -82,37 +113,42 @@ def main() -> None:
         app(prog_name="ratings")
     except DatabaseUnreachable as exc:
         err.print(f"[red]database unreachable[/red]: {str(exc).strip().splitlines()[0]} (check RATINGS_DATABASE_URL)")
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.NOT_READY) from None
     except redis.ConnectionError as exc:
         err.print(f"[red]Redis unreachable[/red]: {exc} (check RATINGS_BROKER_URL, or RATINGS_EVENTS_REDIS_URL "
                   "when the broker is RabbitMQ)")
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.NOT_READY) from None
     except kombu.exceptions.OperationalError as exc:
         err.print(f"[red]broker unreachable[/red]: {exc} (check RATINGS_BROKER_URL)")
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.NOT_READY) from None
     except pydantic.ValidationError as exc:
         from rich.markup import escape
 
         if exc.title != "Settings":  # not the environment's fault: a contract this code broke (a bug)
             err.print(f"[red]internal error[/red]: {escape(str(exc))}")
-            raise SystemExit(1) from None
+            raise SystemExit(1) from None  # as any uncaught exception: Python's own status
         reasons = "; ".join(_settings_reason(e) for e in exc.errors())
         err.print(f"[red]invalid settings[/red]: {escape(reasons)}")
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.NOT_READY) from None
     except EvictingBroker as exc:
         err.print(f"[red]broker refused[/red]: {exc}")
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.NOT_READY) from None
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         err.print(f"[red]cannot read {exc.filename}[/red]: {exc.strerror}")
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.USAGE) from None
     except MissingExtra as exc:
         from rich.markup import escape
 
         err.print(f"[red]missing optional dependency[/red]: {escape(str(exc))}")
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.NOT_READY) from None
+    except (SettingNotSet, InvalidSentinelUrl) as exc:  # a setting the command needs, missing or unusable
+        from rich.markup import escape
+
+        err.print(f"[red]invalid settings[/red]: {escape(str(exc))}")
+        raise SystemExit(ExitCode.NOT_READY) from None
     except ValueError as exc:
         err.print(f"[red]error[/red]: {exc}")
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.USAGE) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from worker.cli.common import cli_producer_app, console, err
+from worker.cli.common import ExitCode, cli_producer_app, console, err
 from worker.settings import get_settings
 
 
@@ -63,7 +63,7 @@ def publish(
     n = _publish_all(iter(lines), len(lines), f"publishing {file.name}") if lines else 0
     console.print(f"published {n} message{'' if n == 1 else 's'}")
     if invalid and not send_invalid:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
 
 
 def import_football(

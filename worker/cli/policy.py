@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from worker.cli.common import ExitCode
 from worker.settings import get_settings
 
 policy_app = typer.Typer(help="Rating policies: what is active, its version, what changed.", no_args_is_help=True,
@@ -19,7 +20,7 @@ err = Console(stderr=True)
 
 def ladder_policies_or_exit():
     """The ladders file's policies (:func:`worker.bootstrap.ladder_files`); on a broken file, print
-    the error (file, line, key) and exit 2."""
+    the error (file, line, key) and exit 3 (not ready)."""
     from worker.cli.common import ladder_files
 
     return ladder_files()
@@ -27,7 +28,8 @@ def ladder_policies_or_exit():
 
 def _ladder_shapes_or_exit():
     """The match shapes each ladder of the ladders file rates (:mod:`worker.policy.shapes`); on a
-    broken declaration, print the error (file, line, key) and exit 2."""
+    broken declaration, print the error (file, line, key) and exit 3 (not ready: the ladders file is
+    the environment's)."""
     from worker.policy.ladders import LadderConfigError
     from worker.policy.shapes import load_ladder_shapes
 
@@ -35,7 +37,7 @@ def _ladder_shapes_or_exit():
         return load_ladder_shapes(get_settings().ladders_file)
     except LadderConfigError as exc:
         err.print(f"ladders file error: {exc}", markup=False)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.NOT_READY) from exc
 
 
 def _without_nulls(content: Any) -> Any:
@@ -78,7 +80,7 @@ def show(
             loaded = {file.stem: load_policy(file)}
         except PolicyConfigError as exc:
             err.print(f"policy error: {exc}", markup=False)
-            raise typer.Exit(2) from exc
+            raise typer.Exit(ExitCode.USAGE) from exc
         shapes = {}
     else:
         loaded = ladder_policies_or_exit()
@@ -86,7 +88,7 @@ def show(
         if ladder is not None:
             if ladder not in loaded:
                 err.print(f"unknown ladder {ladder!r}; configured: {', '.join(sorted(loaded))}")
-                raise typer.Exit(2)
+                raise typer.Exit(ExitCode.USAGE)
             loaded = {ladder: loaded[ladder]}
     for name, item in loaded.items():
         console.print(f"[bold]{name}[/bold]  version [cyan]{item.version}[/cyan]  from {item.source}")
@@ -121,7 +123,7 @@ def show(
 def _resolve(spec: str):
     """A policy file path, ``ladder:NAME`` for a configured ladder's active policy, or
     ``version:HASH`` for a policy recorded in the database (``policies`` table)."""
-    from worker.policy.config import LoadedPolicy, PolicyConfig, PolicyConfigError, load_policy
+    from worker.policy.config import LoadedPolicy, PolicyConfigError, config_of, load_policy
 
     if spec.startswith("version:"):
         from worker import bootstrap
@@ -131,13 +133,13 @@ def _resolve(spec: str):
         url = get_settings().database_url
         if not url:
             err.print("version:HASH needs RATINGS_DATABASE_URL")
-            raise typer.Exit(2)
+            raise typer.Exit(ExitCode.NOT_READY)
         with bootstrap.open_database(get_settings(), connect_timeout=10) as conn:
             content = policy_content(conn, version)
         if content is None:
             err.print(f"no policy with version {version!r} in the policies table")
-            raise typer.Exit(2)
-        config = PolicyConfig.model_validate(content)
+            raise typer.Exit(ExitCode.USAGE)
+        config = config_of(content)
         return LoadedPolicy(config.build(), config, Path(spec))
 
     if spec.startswith("ladder:"):
@@ -145,13 +147,13 @@ def _resolve(spec: str):
         loaded = ladder_policies_or_exit()
         if name not in loaded:
             err.print(f"unknown ladder {name!r}; configured: {', '.join(sorted(loaded))}")
-            raise typer.Exit(2)
+            raise typer.Exit(ExitCode.USAGE)
         return loaded[name]
     try:
         return load_policy(Path(spec))
     except PolicyConfigError as exc:
         err.print(f"policy error: {exc}", markup=False)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
 
 
 @policy_app.command("diff")
@@ -174,7 +176,7 @@ def diff_command(
         table.add_row(key, "-" if before is None else repr(before), "-" if after is None else repr(after))
     console.print(table)
     if exit_code:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
 
 
 def check_published_command(
@@ -185,6 +187,7 @@ def check_published_command(
 ) -> None:
     """Replay a published rating table (FiveThirtyEight's nfl_games.csv layout) under a policy and
     compare every pre-game rating and win probability; exit 1 when any row is off."""
+    from engine import RatingPolicy
     from worker.ops.published import check_published
     from worker.policy.config import PolicyConfigError, load_policy
 
@@ -192,12 +195,16 @@ def check_published_command(
         loaded = load_policy(policy)
     except PolicyConfigError as exc:
         err.print(f"policy error: {exc}", markup=False)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
+    if not isinstance(loaded.policy, RatingPolicy):
+        err.print(f"{policy}: published Elo figures are checked against an Elo policy; this one is "
+                  f"model {loaded.policy.model!r}", markup=False)
+        raise typer.Exit(ExitCode.USAGE)
     try:
         result = check_published(games, loaded.policy, rating_tolerance, prob_tolerance)
     except (OSError, ValueError) as exc:
         err.print(f"cannot read {games}: {exc}", markup=False)
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     console.print(f"policy {policy} (version {loaded.version}), {result.games:,} games replayed")
     console.print(
         f"largest rating difference {result.max_rating_diff:.6f} ({result.worst_rating}); "
@@ -210,5 +217,5 @@ def check_published_command(
     for line in result.first_failures:
         console.print(f"  {line}", markup=False)
     if not result.ok():
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FINDINGS)
     console.print("[green]OK[/green]: every published figure reproduced within the tolerances")

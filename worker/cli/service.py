@@ -11,10 +11,13 @@ from rich.table import Table
 
 from worker import store as repository
 from worker.cli.common import (
+    ExitCode,
     configured_policies,
     console,
     err,
+    fail,
     open_database,
+    print_json,
     require_broker_url,
     require_database_url,
     require_events_url,
@@ -53,7 +56,7 @@ def worker(
 ) -> None:
     """Start a Celery worker consuming the ratings queue with the service's settings.
 
-    Refuses (exit 2) a database newer than this code. A database not migrated yet is reported
+    Refuses (exit 3, not ready) a database newer than this code. A database not migrated yet is reported
     (one line now, then one per backoff interval): the worker waits, not ready, keeps the
     messages queued, and applies them once `ratings migrate` has run.
     """
@@ -63,8 +66,7 @@ def worker(
     refuse_tls_problems(require_broker_url(), get_settings().events_url)
     problem = schema_problem()
     if problem and "newer than this code" in problem:
-        err.print(f"[red]refused[/red]: {problem}")
-        raise typer.Exit(2)
+        fail(f"[red]refused[/red]: {problem}", ExitCode.NOT_READY)
     if problem:
         err.print(f"[yellow]warning[/yellow]: {problem}; the worker waits for it (not ready) and keeps the messages")
     require_broker_url()
@@ -90,7 +92,7 @@ def relay() -> None:
     require_database_url()
     refuse_tls_problems(require_broker_url(), require_events_url(), session=True)
     _warn_broker_durability()
-    configured_policies()  # a broken ladders file: one line and exit 2, before the relay starts
+    configured_policies()  # a broken ladders file: one line and exit 3, before the relay starts
     settings = get_settings()
     configure_logging(settings.log_level, settings.log_json)
     relay = build_relay(settings)
@@ -126,17 +128,25 @@ def doctor(
     outbox_lag: Annotated[float, typer.Option(help="Seconds an event may stay unpublished.")] = 60.0,
     max_queue_depth: Annotated[Optional[int], typer.Option(help="Fail above this many queued messages.")] = None,
     skip_verify: Annotated[bool, typer.Option(help="Do not replay the ledgers (large ledgers).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object on standard output (docs/operators/cli.md).")] = False,
 ) -> None:
     """Check the service's health; exit 1 when something is wrong.
 
     Reports: database and broker reachable, outbox rows unpublished for longer than
     ``--outbox-lag`` seconds, open dead letters by reason (any open one is a finding: it waits
     for requeue or discard), queue depth (queued and reserved-unacknowledged), and
-    ledger/stored-rating mismatches (``verify`` of every configured ladder).
+    ledger/stored-rating mismatches (``verify`` of every configured ladder). A server that cannot
+    be reached is a failed check here (exit 1), not exit 3: reporting it is what doctor is for.
     """
     from worker.ops.doctor import run_checks
 
     findings = run_checks(get_settings(), configured_policies(), outbox_lag, max_queue_depth, not skip_verify)
+    ok = all(f.ok for f in findings)
+    if as_json:
+        print_json({"ok": ok, "checks": [{"check": f.check, "ok": f.ok, "detail": f.detail} for f in findings]})
+        if not ok:
+            raise typer.Exit(ExitCode.FINDINGS)
+        return
     table = Table(title="ratings doctor")
     table.add_column("check")
     table.add_column("status")
@@ -144,5 +154,24 @@ def doctor(
     for f in findings:
         table.add_row(f.check, "[green]ok[/green]" if f.ok else "[red]FAIL[/red]", f.detail)
     console.print(table)
-    if not all(f.ok for f in findings):
-        raise typer.Exit(1)
+    if not ok:
+        raise typer.Exit(ExitCode.FINDINGS)
+
+
+def api(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    port: Annotated[Optional[int], typer.Option(help="Port (default: RATINGS_API_PORT, 8080).")] = None,
+    workers: Annotated[int, typer.Option(help="uvicorn worker processes (each with its own pool).", min=1)] = 1,
+) -> None:
+    """Serve the read API (/v1/...), /health, /metrics and the leaderboard page (/ladders/...).
+
+    Reads only, through RATINGS_API_DATABASE_URL (a read replica, a role granted ratings_api), else
+    RATINGS_DATABASE_URL. Bearer tokens from RATINGS_API_TOKENS when set.
+    """
+    import uvicorn
+
+    settings = get_settings()
+    if not settings.api_url:
+        fail("[red]RATINGS_API_DATABASE_URL is not set[/red] (nor RATINGS_DATABASE_URL).", ExitCode.NOT_READY)
+    uvicorn.run("worker.bootstrap:api_from_environment", factory=True, host=host, port=port or settings.api_port,
+                workers=workers, log_level=settings.log_level.lower(), access_log=False)

@@ -1,4 +1,4 @@
-"""Optional backfill straight from PostgreSQL (psycopg; use a read-only role, see the README)."""
+"""Optional backfill straight from PostgreSQL (psycopg; use a read-only role: ``docs/downstream/backfill.md``)."""
 
 from __future__ import annotations
 

@@ -115,7 +115,9 @@ def check_block_below_socket_timeout(client: redis.Redis, block_ms: int) -> None
 class RatingEventConsumer:
     """Member ``consumer`` of consumer group ``group`` on ``stream``.
 
-    ``handle(event)`` receives each RatingChanged event (a dict, as in ``schemas/json/rating_changed.v1.json``);
+    ``handle(event)`` receives each RatingChanged event (a dict, as in ``schemas/json/rating_changed.v1.json``;
+    on a ladder of a model with uncertainty it also has ``deviation_after`` and, Glicko-2, ``volatility_after``,
+    with their ``_before`` in a match's event: read them with ``event.get`` so one handler serves every ladder);
     it may raise, and the entry is then delivered again on the next poll until ``max_deliveries``.
     ``on_snapshot(row)`` receives a player's current state (``ladder``, ``player_id``, ``rating``,
     ``sequence``, ``games_played``) when the events it missed are no longer kept; without it the

@@ -68,7 +68,7 @@ def run_demo(football_limit: int | None = None, sedma_matches: int = 3000, worke
                 "count duplicates. Point RATINGS_DATABASE_URL at an empty database, or unset both URLs "
                 "to run on fresh embedded servers."
             )
-            return 2
+            return 3  # the CLI's "environment not ready": this database is not one the demo can use
         for i in range(workers):
             procs.start_worker(f"worker{i + 1}", concurrency=1)
         procs.start_relay()
@@ -180,7 +180,8 @@ def _save_metrics(procs: ServiceProcesses, folder) -> None:
 
     keys = ("ratings_messages_total", "ratings_dead_letters_total", "ratings_events_published_total",
             "ratings_outbox_lag_seconds", "ratings_stream_length", "ratings_rating_pool_drift",
-            "ratings_apply_seconds_count", "ratings_apply_seconds_sum", "ratings_out_of_order_total")
+            "ratings_message_latency_seconds_count", "ratings_message_latency_seconds_sum",
+            "ratings_out_of_order_total")
     for name, port in sorted(procs.ports.items()):
         try:
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()

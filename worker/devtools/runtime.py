@@ -1,4 +1,4 @@
-"""Starting and stopping the service's processes (workers, relay), for the demo and the tests."""
+"""Starting and stopping the service's processes (workers, relay, read API), for the demo, the bench and the tests."""
 
 from __future__ import annotations
 
@@ -49,6 +49,16 @@ class ServiceProcesses:
     def start_relay(self, name: str = "relay") -> subprocess.Popen:
         """Start one outbox relay."""
         return self._start(name, ["relay"], "RATINGS_RELAY_METRICS_PORT")
+
+    def start_api(self, name: str = "api", env: dict[str, str] | None = None) -> subprocess.Popen:
+        """Start one read API process (``ratings api`` on 127.0.0.1, a free port: ``ports[name]``);
+        ``env`` overrides variables of this set's environment for it alone."""
+        saved = self.env
+        self.env = {**saved, **(env or {})}
+        try:
+            return self._start(name, ["api", "--host", "127.0.0.1"], "RATINGS_API_PORT")
+        finally:
+            self.env = saved
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
         """Send ``sig`` to process ``name``'s group and wait; SIGKILL the group past ``timeout``."""

@@ -2,7 +2,7 @@
 
 One primary, ``replicas`` replicas and ``sentinels`` Sentinels (Debian's ``redis-server`` and
 ``redis-sentinel``), each a real process with its files under one folder; append-only with the
-given ``appendfsync`` on every data node, as the README recommends for production. Tests only.
+given ``appendfsync`` on every data node, as the operators' documentation recommends for production. Tests only.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis
 
-from engine import RatingPolicy
+from engine.policy import AnyPolicy
 from worker import store as repository
 from worker.broker_durability import broker_durability
 from worker.consumer.lag import consumer_lag
@@ -50,7 +50,7 @@ def queue_depth(client: redis.Redis, queue: str) -> tuple[int, int]:
 
 def run_checks(
     settings: Settings,
-    policies: dict[str, RatingPolicy],
+    policies: dict[str, AnyPolicy],
     outbox_lag: float,
     max_queue_depth: int | None,
     verify: bool,
@@ -120,7 +120,7 @@ def lock_wait_finding(conn: Connection, settings: Settings) -> Finding:
                           f"{h.waited_seconds:.1f} s waited, last {h.last}" for h in stuck)
         return Finding("player row lock waits", False,
                        f"{named} ({window}): another session holds the row; find it with pg_stat_activity / "
-                       "pg_locks (see README, 'A player whose matches keep being deferred')")
+                       "pg_locks (see docs/operators/runbook.md, 'A player whose matches keep being deferred')")
     if hot:
         top = hot[0]
         return Finding("player row lock waits", True, f"hottest {top.ladder}/{top.player_id}: {top.waits} wait(s), "

@@ -41,13 +41,15 @@ from typing import Any
 
 import psycopg
 
-from engine import FreeForAll, Match, RatingChange, RatingPolicy
-from engine.chronology import sweep
+from engine import FreeForAll, Match, RatingChange
+from engine.chronology import Prior, first_prior, prior_of, sweep
+from engine.policy import AnyPolicy
 from engine.replay import Standing, replay_changes
 from worker import store as repository
 from worker.mapping import to_engine_match
 from worker.service.faults import FaultInjector
 from worker.store import chronology
+from worker.store.corrections import model_columns
 
 ORDERS = ("applied", "finished-at")
 """Replay orders: ``applied`` (the ledger's ``seq``, the order workers committed) and
@@ -114,18 +116,19 @@ class RebuildReport:
 class _Fold:
     """The replay's running state: standings per player and each player's last change."""
 
-    policy: RatingPolicy
+    policy: AnyPolicy
     standings: dict[str, Standing]
     last: dict[str, tuple[str, RatingChange]]
     matches: int = 0
-    before: dict[str, tuple[float | None, str | None]] = field(default_factory=dict)
-    """Peak rating and season before the match :meth:`run` yielded last, per player (absent: new)."""
+    before: dict[str, tuple[float | None, str | None, Prior]] = field(default_factory=dict)
+    """Peak rating, season and :class:`engine.chronology.Prior` before the match :meth:`run` yielded
+    last, per player (absent: new)."""
 
     def run(self, rows: Iterable[tuple[int, dict[str, Any]]]
             ) -> Iterator[tuple[int, Match | FreeForAll, tuple[RatingChange, ...]]]:
         """Replay ``(seq, payload)`` rows in the order given; yield ``(seq, match, changes)``."""
         seqs: deque[int] = deque()
-        befores: deque[dict[str, tuple[float | None, str | None]]] = deque()
+        befores: deque[dict[str, tuple[float | None, str | None, Prior]]] = deque()
         standings = self.standings
 
         def matches() -> Iterator[Match | FreeForAll]:
@@ -133,7 +136,7 @@ class _Fold:
                 seqs.append(seq)
                 match = to_engine_match(payload)
                 # each player's peak and season before the match, kept in its history row
-                befores.append({pid: (s.peak_rating, s.season) for pid in match.player_ids()
+                befores.append({pid: (s.peak_rating, s.season, prior_of(s)) for pid in match.player_ids()
                                 if (s := standings.get(pid)) is not None})
                 yield match
 
@@ -147,20 +150,22 @@ class _Fold:
 
 def history_row(seq: int, match: Match | FreeForAll, change: RatingChange, ladder: str, standing: Standing,
                  occurred_at: datetime, generation: int, version: str,
-                 before: tuple[float | None, str | None] = (None, None)) -> tuple:
+                 before: tuple[float | None, str | None, Prior] | None = None) -> tuple:
     """A ``rating_changes`` row of a rebuilt generation, in the column order of
     :data:`worker.store.REBUILD_HISTORY_COPY`: ``sequence`` is the player's n-th match on the
     ladder (``standing`` after the match), ``event_id`` NULL (a rebuilt row announces no event);
-    ``before`` the player's peak rating and season before the match (a correction starts from them)."""
+    ``before`` the player's peak rating, season and prior state before the match (a correction
+    starts from them; ``None`` for a player's first match)."""
+    peak, season, prior = before if before is not None else (None, None, first_prior(change))
     return (seq, match.match_id, ladder, change.player_id, standing.games_played, change.rating_before,
             change.rating_after, change.expected_score, change.actual_score, change.k_factor, change.result,
-            None, occurred_at, generation, version, before[0], before[1])
+            None, occurred_at, generation, version, peak, season, *model_columns(change, prior))
 
 
 def rebuild_ladder(
     database_url: str,
     ladder: str,
-    policy: RatingPolicy,
+    policy: AnyPolicy,
     content: dict[str, Any],
     order: str | None = None,
     requested_by: str = "unknown",
@@ -244,7 +249,7 @@ def _rebuild(database_url, control, options, rebuild_id, ladder, policy, order, 
                         for change in changes:
                             copy.write_row(history_row(seq, match, change, ladder, fold.standings[change.player_id],
                                                        occurred_at, rebuild_id, version,
-                                                       fold.before.get(change.player_id, (None, None))))
+                                                       fold.before.get(change.player_id)))
                         if fold.matches % 2000 == 0:
                             progress("replay", fold.matches, total)
             progress("replay", fold.matches, total)
@@ -327,7 +332,7 @@ def _catch_up(writer: psycopg.Connection, fold: _Fold, rows: list[tuple[int, dic
                 touched[change.player_id] = None
                 copy.write_row(history_row(seq, match, change, ladder, fold.standings[change.player_id],
                                            occurred_at, rebuild_id, fold.policy.version,
-                                           fold.before.get(change.player_id, (None, None))))
+                                           fold.before.get(change.player_id)))
     repository.stage_players(writer, _standing_rows(fold, rebuild_id, touched), upsert=True)
 
 
@@ -350,12 +355,13 @@ def _catch_up_in_order(writer: psycopg.Connection, fold: _Fold, rows: list[tuple
     placed.sort(key=lambda t: t[0])
     with writer.cursor().copy(repository.REBUILD_HISTORY_COPY) as copy:
         for _, seq, match_id, rated in placed:
-            for change, games, peak, season in zip(rated.changes, rated.games, rated.peaks_before,
-                                                   rated.seasons_before):
+            for change, games, peak, season, prior in zip(rated.changes, rated.games, rated.peaks_before,
+                                                          rated.seasons_before, rated.priors):
                 fold.last[change.player_id] = (match_id, change)
                 copy.write_row((seq, match_id, ladder, change.player_id, games, change.rating_before,
                                 change.rating_after, change.expected_score, change.actual_score, change.k_factor,
-                                change.result, None, occurred_at, rebuild_id, fold.policy.version, peak, season))
+                                change.result, None, occurred_at, rebuild_id, fold.policy.version, peak, season,
+                                *model_columns(change, prior)))
     fold.standings.update(done.standings)
     fold.matches += len(rows)
     repository.stage_players(writer, _standing_rows(fold, rebuild_id, done.standings), upsert=True)
@@ -371,5 +377,5 @@ def _standing_rows(fold: _Fold, rebuild_id: int, player_ids) -> list[tuple]:
         rows.append((pid, s.rating, s.games_played, s.wins, s.draws, s.losses,
                      s.peak_rating if s.peak_rating is not None else s.rating, s.season,
                      repository.rebuild_event_id(rebuild_id, pid), match_id, last.expected_score,
-                     last.actual_score, last.k_factor))
+                     last.actual_score, last.k_factor, s.deviation, s.volatility, s.last_played))
     return rows

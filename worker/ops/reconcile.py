@@ -8,7 +8,7 @@ what makes the ladder equal the log: rows to add (rated in their place), rows wh
 or that moved (their stored match annulled, the new one rated in its place), stored matches no
 longer in the log (annulled only when the organiser asks), and the rest unchanged.
 
-A row's identity (see the README, "Organisers are producers too"): the log's name, the row's date
+A row's identity (``docs/game-backends/organisers.md``): the log's name, the row's date
 (its own, the last one above it, or the import's default date) and the unordered pair of players.
 When several rows share a date and players, they are paired with the stored matches of that date
 and players as a line diff pairs lines: equal results in order first, the rest in order as edited

@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine import RatingPolicy
-from engine.fast_replay import replay  # bit-identical to engine.replay.replay (tested), ~10x faster
+from engine.fast_replay import replay as fast_replay  # bit-identical to engine.replay.replay (tested)
+from engine.policy import AnyPolicy
+from engine.replay import Standing
 from worker import store as repository
 from worker.mapping import to_engine_match
 from worker.store.connection import Connection, snapshot
+from worker.store.players import initial_state
 
 
 @dataclass(frozen=True)
@@ -16,14 +19,16 @@ class VerifyResult:
     """Outcome of a replay: matches replayed, players compared, and every difference found.
 
     ``differences`` holds ``(player_id, stored (rating, games) or None, replayed (rating, games) or
-    None)``; the ladder verifies when it is empty. A stored player the replay never meets (every
-    match of theirs annulled) is expected at the initial rating with 0 games.
+    None)``; on a ladder of a model with uncertainty each state is ``(rating, games, deviation,
+    volatility, last_played)``. The ladder verifies when it is empty. A stored player the replay
+    never meets (every match of theirs annulled) is expected at the initial state with 0 games.
     """
 
     ladder: str
     matches: int
     players: int
-    differences: list[tuple[str, tuple[float, int] | None, tuple[float, int] | None]] = field(default_factory=list)
+    differences: list[tuple[str, tuple[float | int | None, ...] | None, tuple[float | int | None, ...] | None]] = (
+        field(default_factory=list))
     policy_version: str = ""
     """The version replayed under: the policy in force for the ladder (recorded in ``ladders``)."""
     configured_version: str = ""
@@ -38,9 +43,12 @@ class VerifyResult:
         return not self.differences
 
 
-def verify_ladder(conn: Connection, ladder: str, policy: RatingPolicy) -> VerifyResult:
+def verify_ladder(conn: Connection, ladder: str, policy: AnyPolicy) -> VerifyResult:
     """Fold the engine over ``ladder``'s ledger in its replay order from the initial ratings and
-    compare with the ``players`` table (ratings compared with ``==``: the replay is bit-exact).
+    compare with the ``players`` table (ratings compared with ``==``: the replay is bit-exact; on a
+    ladder of a model with uncertainty the deviation, volatility and time of the last match too).
+    The replay is :func:`engine.fast_replay.replay` (its fast fold for Elo and Glicko-2,
+    :func:`engine.replay.replay_changes` for the Weng-Lin models).
 
     The replay runs under the policy in force for the ladder (the version recorded in ``ladders``,
     which workers rate under and ``ratings rebuild`` switches), or under ``policy`` (the ladders
@@ -64,16 +72,33 @@ def verify_ladder(conn: Connection, ladder: str, policy: RatingPolicy) -> Verify
         in_force = policy
         if record is not None and record.policy_version != policy.version:
             in_force = repository.stored_policy(conn, record.policy_version)
-        stored = repository.stored_standings(conn, ladder)
-        replayed = replay(matches(), in_force)
+        if isinstance(in_force, RatingPolicy):
+            stored: dict[str, tuple] = dict(repository.stored_standings(conn, ladder))
+        else:
+            stored = dict(repository.stored_states(conn, ladder))
+        replayed = fast_replay(matches(), in_force)
     differences = []
     for pid in sorted(set(replayed) | set(stored)):
         if pid in replayed:
-            want: tuple[float, int] | None = (replayed[pid].rating, replayed[pid].games_played)
+            want: tuple | None = _state(replayed[pid], in_force)
         else:  # a stored player the replay never meets: every match of theirs was annulled
-            want = (in_force.initial_for(pid), 0) if pid in stored else None
+            want = _initial(in_force, pid) if pid in stored else None
         have = stored.get(pid)
-        if want != have:
+        if want != (tuple(have) if have is not None else None):
             differences.append((pid, have, want))
     return VerifyResult(ladder, count, len(stored), differences, in_force.version, policy.version,
                         record.apply_order if record else repository.DEFAULT_ORDER)
+
+
+def _state(standing: Standing, policy: AnyPolicy) -> tuple:
+    """What verify compares of a replayed player: (rating, games), and under a model with
+    uncertainty its deviation, volatility and last match time too."""
+    if isinstance(policy, RatingPolicy):
+        return (standing.rating, standing.games_played)
+    return (standing.rating, standing.games_played, standing.deviation, standing.volatility, standing.last_played)
+
+
+def _initial(policy: AnyPolicy, player_id: str) -> tuple:
+    """The expected state of a stored player every match of whom was annulled."""
+    state = initial_state(policy, player_id)
+    return _state(Standing(state.rating, 0, deviation=state.deviation, volatility=state.volatility), policy)

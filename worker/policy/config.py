@@ -39,10 +39,16 @@ The engine objects they build are in :mod:`engine.policy` and :mod:`engine.k_fac
     [initial_ratings]
     some_player = 1500
 
+``model`` (optional) names the rating model: ``"elo"`` (the default, these keys) or a model with
+uncertainty, ``"glicko2"``, ``"plackett_luce"``, ``"bradley_terry_full"`` or
+``"thurstone_mosteller_full"``, whose keys :mod:`worker.policy.uncertainty` describes. Writing
+``model = "elo"`` leaves an Elo policy's content and version as they were without it.
+
 Unknown keys and impossible values raise :class:`PolicyConfigError` naming the file, the line and
 the key.
 
-**A policy that validates rates every valid match safely** (issue 11): no exception other than the
+**A policy that validates rates every valid match safely** (the decision record
+``docs/decisions/0003-every-valid-policy-rates-every-valid-match.md``): no exception other than the
 refusals it states (``uneven_sides``, ``missing_score``, ``unsupported_match``), finite ratings,
 K >= 0, expected and actual scores in [0, 1]. The engine decides each formula's edges (the
 expected score saturates at 0 and 1, :mod:`engine.elo`; the margin-of-victory divisor has a floor,
@@ -80,7 +86,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from engine import SEDMA_K, BandedK, ConstantK, RatingPolicy, Rounding, SedmaAdjustment
 from engine.k_factor import FideK, KFactor, ProvisionalK
-from engine.policy import MarginOfVictory, SeasonRegression, TeamRating
+from engine.policy import AnyPolicy, MarginOfVictory, SeasonRegression, TeamRating
+from worker.policy.uncertainty import ELO, ModelConfig, model_of, validate_model_config
 
 RATING_LIMIT = 1e9
 """Largest magnitude of a rating in a policy (initial ratings, floor, home advantage, season), in
@@ -322,6 +329,20 @@ def policy_version(canonical: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+AnyConfig = PolicyConfig | ModelConfig
+"""A validated policy file of any model."""
+
+
+def config_of(raw: dict[str, Any]) -> AnyConfig:
+    """``raw`` (a policy table) validated as the config of the model it names (``model``, default
+    ``"elo"``, which is dropped so an Elo policy's content is the same with or without it). Raises
+    ``ValueError`` for an unknown model, :class:`pydantic.ValidationError` for invalid keys."""
+    model = model_of(raw)
+    if model == ELO:
+        return PolicyConfig.model_validate({k: v for k, v in raw.items() if k != "model"})
+    return validate_model_config(raw)
+
+
 class PolicyConfigError(ValueError):
     """A policy or ladders file is missing, not TOML, or does not validate.
 
@@ -334,8 +355,8 @@ class PolicyConfigError(ValueError):
 class LoadedPolicy:
     """A validated policy: the engine ``policy``, its ``config``, ``version`` and ``source`` file."""
 
-    policy: RatingPolicy
-    config: PolicyConfig
+    policy: AnyPolicy
+    config: AnyConfig
     source: Path
 
     @property
@@ -355,15 +376,20 @@ def read_toml(path: Path) -> tuple[dict[str, Any], str]:
         raise PolicyConfigError(f"{path}: not valid TOML: {exc}") from exc
 
 
-def validate_policy(raw: dict[str, Any], path: Path, text: str, prefix: tuple[str, ...] = ()) -> PolicyConfig:
-    """Validate ``raw`` (the table at ``prefix`` in ``path``) as a :class:`PolicyConfig`.
+def validate_policy(raw: dict[str, Any], path: Path, text: str, prefix: tuple[str, ...] = ()) -> AnyConfig:
+    """Validate ``raw`` (the table at ``prefix`` in ``path``) as the config of its ``model``
+    (:func:`config_of`: a :class:`PolicyConfig` for Elo).
 
     Raises :class:`PolicyConfigError` listing each problem as ``file:line: key: message``.
     """
     try:
-        config = PolicyConfig.model_validate(raw)
+        config = config_of(raw)
     except ValidationError as exc:
         raise PolicyConfigError(describe_errors(exc, path, text, prefix)) from None
+    except ValueError as exc:  # an unknown model
+        line = locate(text, (*prefix, "model"))
+        raise PolicyConfigError(f"{path}:{line}: {'.'.join((*prefix, 'model'))}: {exc}" if line
+                                else f"{path}: model: {exc}") from None
     problems = config.problems()
     if problems:
         lines = []

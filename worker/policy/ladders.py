@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine import RatingPolicy
+from engine.policy import AnyPolicy
 from worker.policy.config import LoadedPolicy, PolicyConfigError, load_policy, read_toml, validate_policy
 from worker.policy.shapes import SHAPES_KEY
 
@@ -64,14 +64,14 @@ def load_ladder_policies(path: Path) -> dict[str, LoadedPolicy]:
     return loaded
 
 
-def load_ladders(path: Path) -> dict[str, RatingPolicy]:
-    """Mapping of ladder name to :class:`engine.RatingPolicy` (``version`` set) read from ``path``.
+def load_ladders(path: Path) -> dict[str, AnyPolicy]:
+    """Mapping of ladder name to its engine policy (``version`` set) read from ``path``.
 
     Raises :class:`LadderConfigError` naming the file and the offending key.
     """
     return {name: loaded.policy for name, loaded in load_ladder_policies(path).items()}
 
 
-def load_policy_file(path: Path) -> RatingPolicy:
+def load_policy_file(path: Path) -> AnyPolicy:
     """One policy from a policy file. Raises :class:`LadderConfigError` naming file, line and key."""
     return load_policy(Path(path)).policy

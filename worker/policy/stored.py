@@ -4,7 +4,7 @@ The ``policies`` table keeps each policy version's canonical content (the rating
 a policy, :meth:`worker.policy.config.PolicyConfig.canonical`), and the
 ``ladders`` table names the version in force for each ladder. Workers and ``verify`` rate under
 the version in force, which ``ratings rebuild`` switches; this module turns a stored version back
-into a :class:`engine.RatingPolicy` (cached per process: a version's content never changes).
+into a :data:`engine.policy.AnyPolicy` (cached per process: a version's content never changes).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import psycopg
 
-from engine import RatingPolicy
-from worker.policy.config import PolicyConfig
+from engine.policy import AnyPolicy
+from worker.policy.config import config_of
 from worker.policy.ladders import LadderConfigError, load_ladder_policies  # noqa: F401 (re-exported error)
 
 
@@ -30,7 +30,7 @@ class PolicyUnavailable(psycopg.OperationalError):
     """
 
 
-_CACHE: dict[str, RatingPolicy] = {}
+_CACHE: dict[str, AnyPolicy] = {}
 
 
 def ladder_contents(path: Path) -> dict[str, dict[str, Any]]:
@@ -43,7 +43,7 @@ def ladder_contents(path: Path) -> dict[str, dict[str, Any]]:
     return {name: loaded.config.canonical() for name, loaded in load_ladder_policies(path).items()}
 
 
-def policy_from_content(version: str, content: dict[str, Any]) -> RatingPolicy:
+def policy_from_content(version: str, content: dict[str, Any]) -> AnyPolicy:
     """The engine policy of stored ``content``, carrying the stored ``version`` (cached by version).
 
     Raises :class:`PolicyUnavailable` when the content does not validate in this release.
@@ -51,7 +51,7 @@ def policy_from_content(version: str, content: dict[str, Any]) -> RatingPolicy:
     policy = _CACHE.get(version)
     if policy is None:
         try:
-            policy = PolicyConfig.model_validate(content).build()
+            policy = config_of(content).build()
         except ValueError as exc:
             raise PolicyUnavailable(
                 f"policy {version} cannot be read by this release of the worker: {exc}"
@@ -60,6 +60,6 @@ def policy_from_content(version: str, content: dict[str, Any]) -> RatingPolicy:
     return policy
 
 
-def cached_policy(version: str) -> RatingPolicy | None:
+def cached_policy(version: str) -> AnyPolicy | None:
     """The policy of ``version`` if this process has read it before, else ``None``."""
     return _CACHE.get(version)

@@ -62,7 +62,8 @@ that verdict. So:
   then counted as redeliveries).
 
 On the batched path a message is applied when its batch runs: ETA/countdown, expiry and revocation
-are not honoured (the rating path uses none of them: DESIGN.md forbids ETA and countdown on it).
+are not honoured (the rating path uses none of them: on Redis a delay past the visibility timeout
+would run a task twice; ``docs/decisions/0002-exactly-once-with-acks-late-and-a-ledger.md``).
 
 A reserved message waits for at most one batch before its own and is applied within one time
 limit, so ``visibility_timeout`` must exceed twice ``task_time_limit`` plus the flush interval
@@ -133,6 +134,9 @@ class Batcher:
         self.soft_time_limit = task.soft_time_limit or app.conf.task_soft_time_limit
         self.slots = max(1, int(getattr(self.pool, "limit", None) or app.conf.worker_concurrency or 1))
         self.buffer: list[Any] = []
+        self.received: dict[str, float] = {}
+        """When each buffered or in-flight message was received (``time.time()``, by task id): the
+        start of its ``ratings_message_latency_seconds``, kept while it is held after a deferral."""
         self.in_flight = 0
         self.retired = False
         self.deferrals = Deferrals(settings.deferral_backoff_initial, settings.deferral_backoff_max,
@@ -166,6 +170,7 @@ class Batcher:
         ``reject(requeue=)``); flush when the batch is full, or soon when a child is free."""
         worker_state.task_reserved(request)
         with self._lock:
+            self.received.setdefault(request.id, time.time())
             self.buffer.append(request)
             if self.in_flight >= self.slots:
                 return  # the next finished batch flushes
@@ -189,6 +194,7 @@ class Batcher:
             self.retired = True
             for request in self.buffer:
                 worker_state.task_ready(request)
+                self.received.pop(request.id, None)
             if self.buffer:
                 log.warning("dropped %d buffered message(s) of a closed consumer; the broker redelivers them",
                             len(self.buffer))
@@ -202,9 +208,10 @@ class Batcher:
         while self.buffer and self.in_flight < self.slots and self._running():
             batch, self.buffer = self.buffer[:self.batch_size], self.buffer[self.batch_size:]
             calls = [(r.id, r.args, r.kwargs) for r in batch]
+            received = [self.received.get(r.id) for r in batch]
             self.in_flight += 1
             self.pool.apply_async(
-                apply_batch_in_child, args=(calls,),
+                apply_batch_in_child, args=(calls, received),
                 callback=lambda verdicts, batch=batch: self._done(batch, verdicts),
                 error_callback=lambda exc_info, batch=batch: self._failed(batch, exc_info),
                 timeout=self.time_limit, soft_timeout=self.soft_time_limit,
@@ -243,6 +250,7 @@ class Batcher:
         for request in batch:
             worker_state.task_ready(request)
             self.deferrals.forget(request.id)
+            self.received.pop(request.id, None)
         if not self.retired:
             acks = [r for r, v in zip(batch, verdicts) if v == ACK]
             if acks:
@@ -283,6 +291,7 @@ class Batcher:
             if self.retired:
                 for request in held:
                     worker_state.task_ready(request)
+                    self.received.pop(request.id, None)
                 return
             self.buffer[:0] = held
             self._flush()
@@ -319,12 +328,15 @@ class Batcher:
                         type(exc).__name__, exc)
 
 
-def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str]:
+def apply_batch_in_child(calls: list[tuple[str | None, list, dict]],
+                         received: list[float | None] | None = None) -> list[str]:
     """The pool job: apply ``calls`` (``(task_id, args, kwargs)`` in queue order) as one batch.
 
-    Runs in a worker child. Returns one verdict per call, ``"ack"`` (its outcome is committed) or
-    ``"requeue"``; records metrics and one log line per handled message. Never raises for a
-    database error or the soft time limit: those calls are requeued.
+    Runs in a worker child. ``received``: when the consumer received each call's message
+    (``time.time()``; ``None``: when the batch started here), the start of its latency. Returns one
+    verdict per call, ``"ack"`` (its outcome is committed), ``"defer"`` or ``"requeue"``; records
+    metrics and one log line per handled message. Never raises for a database error or the soft
+    time limit: those calls are requeued.
     """
     from worker.service.environment import BACKOFF, backoff_cap
     from worker.service.tasks import (  # the child's service, opened after fork
@@ -335,7 +347,7 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
     )
 
     handled: list = [None] * len(calls)
-    started = time.perf_counter()
+    started = time.time()
     lock_wait = None
     BACKOFF.cap = backoff_cap(0.8 * _current_settings().task_time_limit)
     try:
@@ -347,10 +359,10 @@ def apply_batch_in_child(calls: list[tuple[str | None, list, dict]]) -> list[str
     except Exception as exc:  # the environment (not migrated, read-only...), transient errors past the
         # retries, the service unavailable: keep the messages, and wait before the next batch (no tight loop)
         BACKOFF.wait(exc, f"requeueing {sum(1 for h in handled if h is None)} message(s) of a batch of {len(calls)}")
-    per_message = (time.perf_counter() - started) / max(1, len(calls))
-    for (task_id, _, _), h in zip(calls, handled):
+    committed = time.time()  # every outcome is committed now; the messages are acknowledged when this returns
+    for (task_id, _, _), h, since in zip(calls, handled, received or [None] * len(calls)):
         if h is not None:
-            record_handled(h, per_message, task_id=task_id, batch_size=len(calls))
+            record_handled(h, committed - (since or started), task_id=task_id, batch_size=len(calls))
     # lock_wait None: nothing applied in one transaction (or the messages were applied one by one)
     record_transaction(sum(1 for h in handled if h is not None and h.outcome == "applied"), lock_wait)
     return [REQUEUE if h is None else DEFER if h.outcome == "deferred" else ACK for h in handled]

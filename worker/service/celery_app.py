@@ -2,7 +2,8 @@
 
 The app itself is built by :func:`worker.bootstrap.create_app`.
 
-Choices (DESIGN.md, "Celery settings"), each with its reason:
+Choices, each with its reason (the decision record
+``docs/decisions/0002-exactly-once-with-acks-late-and-a-ledger.md``):
 
 * JSON only (``accept_content``): a pickled message is refused, never executed;
 * ``task_acks_late`` + ``task_reject_on_worker_lost``: a message is acknowledged after the rating

@@ -12,8 +12,9 @@ log = logging.getLogger(__name__)
 
 
 class EnvironmentNotReady(Exception):
-    """The database cannot take the rating transaction for a reason no message causes (DESIGN.md:
-    an error of the environment is never a dead letter). ``reason``: ``not_migrated``,
+    """The database cannot take the rating transaction for a reason no message causes: an error of
+    the environment is never a dead letter (the decision record
+    ``docs/decisions/0005-errors-of-the-environment.md``). ``reason``: ``not_migrated``,
     ``read_only``, ``no_privilege``, ``prepared_statements``, ``unreachable`` or ``database_error``;
     the driver's error is the ``__cause__``."""
 

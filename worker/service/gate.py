@@ -3,8 +3,10 @@ dead letters.
 
 Celery's consumer acknowledges and forgets a message whose body does not decode, whose content type
 is refused (a pickled message: only JSON is accepted), that names a task this worker does not know,
-or that is not a task message at all. Invariant 3 of DESIGN.md ("every message received ends as
-applied, duplicate or dead letter") needs each of them kept, with a reason code and the raw body.
+or that is not a task message at all. The guarantee that every message received ends as applied,
+duplicate or dead letter (the decision record
+``docs/decisions/0002-exactly-once-with-acks-late-and-a-ledger.md``) needs each of them
+kept, with a reason code and the raw body.
 This consumer writes that dead letter in the worker's main process, *then* acknowledges; if the
 database cannot be reached, the message is left unacknowledged and Redis redelivers it after the
 visibility timeout.
@@ -44,8 +46,9 @@ def _task_id(message: Any) -> str | None:
 
 class _Blueprint(Consumer.Blueprint):
     """Celery's consumer steps without native delayed delivery: on quorum queues (RabbitMQ) it
-    declares 28 exchanges and queues for ETA/countdown, which the rating path never uses
-    (DESIGN.md), and warns that the queue's direct exchange cannot take them."""
+    declares 28 exchanges and queues for ETA/countdown, which the rating path never uses (the
+    decision record ``docs/decisions/0002-exactly-once-with-acks-late-and-a-ledger.md``), and warns that the
+    queue's direct exchange cannot take them."""
 
     default_steps = [s for s in Consumer.Blueprint.default_steps if not s.endswith(":DelayedDelivery")]
 

@@ -7,7 +7,7 @@ waits until the survivors pending since the last one reach a quarter of the long
 A worker's main process and its child each hold Celery, kombu, psycopg, pydantic, the app and
 their modules: about 110,000 objects that live as long as the process. At a steady flow of
 messages enough objects keep surviving that a full collection comes every few seconds and walks
-all of them (100 to 270 ms in a child, measured: README, "Performance"); while it runs, the child's
+all of them (100 to 270 ms in a child, measured with ``ratings bench``); while it runs, the child's
 batch and the messages its main process holds wait.
 
 :func:`freeze_long_lived` moves every object alive at the moment it is called into the

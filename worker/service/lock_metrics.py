@@ -1,4 +1,5 @@
-"""Metrics of player row lock waits (issue 15): the hottest waits, read at scrape time.
+"""Metrics of player row lock waits: the hottest waits, read at scrape time, so that an operator sees
+which player's held row defers matches (``docs/decisions/0006-defer-matches-of-held-players.md``).
 
 The rating transaction appends one ``player_lock_waits`` row per player row it found held by
 another transaction (:func:`worker.store.locking.record_lock_waits`). At each scrape the worker
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from prometheus_client.core import GaugeMetricFamily
 
+from worker.service.metric_info import MetricInfo, gauge_family
 from worker.store.connection import Connection
 from worker.store.locking import hottest_lock_waits
 
@@ -20,19 +22,23 @@ TOP = 5
 """How many players the hottest-waits gauges show."""
 
 
+LOCK_GAUGES = (
+    MetricInfo("ratings_player_lock_wait_seconds", "gauge", "Seconds rating transactions waited for this player's "
+               f"row in the last {WINDOW_SECONDS:g} s (top {TOP} players)", ("ladder", "player_id"), "relay"),
+    MetricInfo("ratings_player_deferred_matches", "gauge", "Matches deferred because this player's row was held by "
+               f"another transaction, last {WINDOW_SECONDS:g} s (top {TOP} players)", ("ladder", "player_id"), "relay"),
+    MetricInfo("ratings_player_lock_waits", "gauge", "Rating transactions that found this player's row held, last "
+               f"{WINDOW_SECONDS:g} s (top {TOP} players)", ("ladder", "player_id"), "relay"),
+)
+"""The hottest-waits gauges, as :func:`worker.service.observability.metric_catalogue` lists them."""
+
+
 def lock_wait_gauges(conn: Connection) -> list[GaugeMetricFamily]:
     """``ratings_player_lock_wait_seconds`` (seconds spent waiting for the player's row in the
     window), ``ratings_player_deferred_matches`` (matches deferred for it) and
     ``ratings_player_lock_waits`` (transactions that found it held), labelled ``ladder`` and
     ``player_id``, for the :data:`TOP` hottest players of the last :data:`WINDOW_SECONDS`."""
-    labels = ["ladder", "player_id"]
-    waited = GaugeMetricFamily("ratings_player_lock_wait_seconds", "Seconds rating transactions waited for "
-                               f"this player's row in the last {WINDOW_SECONDS:g} s (top {TOP})", labels=labels)
-    deferred = GaugeMetricFamily("ratings_player_deferred_matches", "Matches deferred because this player's row was "
-                                 f"held by another transaction, last {WINDOW_SECONDS:g} s (top {TOP})",
-                                 labels=labels)
-    waits = GaugeMetricFamily("ratings_player_lock_waits", "Rating transactions that found this player's row held, "
-                              f"last {WINDOW_SECONDS:g} s (top {TOP})", labels=labels)
+    waited, deferred, waits = (gauge_family(info) for info in LOCK_GAUGES)
     for hot in hottest_lock_waits(conn, WINDOW_SECONDS, TOP):
         waited.add_metric([hot.ladder, hot.player_id], hot.waited_seconds)
         deferred.add_metric([hot.ladder, hot.player_id], float(hot.deferred_matches))

@@ -35,9 +35,11 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 
 from worker.outcome import Outcome
+from worker.service.metric_info import MetricInfo, gauge_family
 
 MESSAGES = Counter(
-    "ratings_messages_total", "Messages handled by outcome (" + ", ".join(Outcome) + ")", ["outcome"]
+    "ratings_messages_total", "Message deliveries handled, by outcome (" + ", ".join(Outcome) + "); a deferred "
+    "match counts once per deferral and once more when it is applied", ["outcome"]
 )
 """Labelled by :class:`worker.outcome.Outcome` values (the one outcome type of store, service and metrics)."""
 DEAD_LETTERS = Counter("ratings_dead_letters_total", "Dead letters written, by reason code", ["reason"])
@@ -49,20 +51,30 @@ PLACED_AT_END = Counter("ratings_placed_at_end_total", "Late matches past the co
                         "(RATINGS_CORRECTION_MAX_MATCHES), applied at the end and flagged", ["ladder"])
 MATCHES_RERATED = Counter("ratings_matches_rerated_total", "Stored matches re-rated by corrections (late matches "
                           "placed in their chronological position)", ["ladder"])
-APPLY_SECONDS = Histogram(
-    "ratings_apply_seconds", "Time to handle one message in the worker (validate, rate, commit), seconds",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+MESSAGE_LATENCY_SECONDS = Histogram(
+    "ratings_message_latency_seconds", "Seconds from the worker receiving a message to its outcome committed "
+    "(applied, duplicate or dead letter), one observation per message of the rating task: with batching, from "
+    "the consumer taking it into a batch's buffer, so the wait for company and for a free child counts; with "
+    "RATINGS_BATCH_SIZE=1, from its task starting in a worker child. Messages the consumer dead-letters itself "
+    "(undecodable, an unknown task) are not observed",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
-LOCK_WAIT_SECONDS = Histogram(
-    "ratings_lock_wait_seconds", "Time to lock a match's player rows (SELECT ... FOR UPDATE), seconds",
+"""Observed by :func:`worker.service.tasks.record_handled`, once per handled message (a deferred
+match is observed when it is finally handled, from its latest delivery)."""
+TRANSACTION_LOCK_WAIT_SECONDS = Histogram(
+    "ratings_transaction_lock_wait_seconds", "Seconds one rating transaction waited to lock its matches' player "
+    "rows (SELECT ... FOR UPDATE), one observation per transaction that applied a match (with batching, one "
+    "transaction applies up to RATINGS_BATCH_SIZE matches)",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
 )
 BATCH_SIZE = Histogram(
-    "ratings_batch_size", "Matches applied per database transaction", buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500)
+    "ratings_batch_size", "Matches applied per rating transaction, one observation per transaction that applied "
+    "a match", buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500)
 )
-DEFERRED_BY_PLAYER = Counter(
-    "ratings_deferred_matches_total", "Matches deferred because this player's row was held by another "
-    "transaction (ladder/player_id; only players ever found held get a label)", ["player"],
+DEFERRED_MATCHES = Counter(
+    "ratings_deferred_matches_total", "Matches deferred because a player's row was held by another transaction "
+    "past RATINGS_PLAYER_LOCK_WAIT_MS, by ladder (which players: ratings_player_deferred_matches, the top "
+    "players of the last minutes)", ["ladder"],
 )
 EVENTS_PUBLISHED = Counter("ratings_events_published_total", "Rating-changed events the relay added to the stream")
 GC_FROZEN_OBJECTS = Gauge(
@@ -107,6 +119,38 @@ def configure_logging(level: str | int = "INFO", json_lines: bool | None = None)
     )
 
 
+OUTBOX_LAG = MetricInfo("ratings_outbox_lag_seconds", "gauge", "Age of the oldest unpublished outbox row, seconds "
+                        "(0 when none)", (), "relay")
+OUTBOX_UNPUBLISHED = MetricInfo("ratings_outbox_unpublished", "gauge", "Outbox rows not yet on the stream", (), "relay")
+RATING_POOL_DRIFT = MetricInfo("ratings_rating_pool_drift", "gauge", "Sum of a ladder's ratings minus its initial "
+                               "rating x players, rating points (inflation when > 0)", ("ladder",), "relay")
+STREAM_LENGTH = MetricInfo("ratings_stream_length", "gauge", "Entries in the rating-changed stream", (), "relay")
+QUEUE_MESSAGES = MetricInfo("ratings_queue_messages", "gauge", "Messages waiting in the ratings queue (every list "
+                            "of it on Redis, priority lists included; ready messages on RabbitMQ)", (), "relay")
+CONSUMER_LAG_ENTRIES = MetricInfo("ratings_consumer_lag_entries", "gauge", "Stream entries a consumer group has not "
+                                  "received (undelivered) or not acknowledged (pending)", ("group", "state"), "relay")
+CONSUMER_OLDEST_PENDING = MetricInfo("ratings_consumer_oldest_pending_seconds", "gauge", "Age of a consumer group's "
+                                     "oldest pending entry, seconds", ("group",), "relay")
+
+
+def metric_catalogue() -> list[MetricInfo]:
+    """Every metric the worker and the relay serve, sorted by name: the source of the metrics
+    reference page. The client metrics come from their own objects (name, type, help, labels as
+    registered), the scrape-time gauges from the :class:`MetricInfo` their collectors are built
+    from, so the list cannot drift from what ``/metrics`` serves."""
+    from worker.service.lock_metrics import LOCK_GAUGES
+
+    recorded = {MESSAGES: "worker", DEAD_LETTERS: "worker", ANNULMENT_MESSAGES: "worker", OUT_OF_ORDER: "worker",
+              PLACED_AT_END: "worker", MATCHES_RERATED: "worker", MESSAGE_LATENCY_SECONDS: "worker",
+              TRANSACTION_LOCK_WAIT_SECONDS: "worker", BATCH_SIZE: "worker", DEFERRED_MATCHES: "worker",
+              EVENTS_PUBLISHED: "relay", GC_FROZEN_OBJECTS: "worker, relay"}
+    client = [MetricInfo(m._name + ("_total" if m._type == "counter" else ""), str(m._type), m._documentation,
+                         tuple(m._labelnames), by) for m, by in recorded.items()]
+    scraped = [OUTBOX_LAG, OUTBOX_UNPUBLISHED, RATING_POOL_DRIFT, STREAM_LENGTH, QUEUE_MESSAGES,
+               CONSUMER_LAG_ENTRIES, CONSUMER_OLDEST_PENDING, *LOCK_GAUGES]
+    return sorted(client + scraped, key=lambda m: m.name)
+
+
 class DatabaseCollector:
     """Gauges read from PostgreSQL and Redis at scrape time (never cached, never stale).
 
@@ -137,11 +181,8 @@ class DatabaseCollector:
 
         hottest: list[GaugeMetricFamily] = []
 
-        lag = GaugeMetricFamily("ratings_outbox_lag_seconds", "Age of the oldest unpublished outbox row, seconds")
-        unpublished = GaugeMetricFamily("ratings_outbox_unpublished", "Outbox rows not yet on the stream")
-        drift = GaugeMetricFamily("ratings_rating_pool_drift", "Sum of ratings minus initial rating x players",
-                                  labels=["ladder"])
-        stream_len = GaugeMetricFamily("ratings_stream_length", "Entries in the rating-changed stream")
+        lag, unpublished = gauge_family(OUTBOX_LAG), gauge_family(OUTBOX_UNPUBLISHED)
+        drift, stream_len = gauge_family(RATING_POOL_DRIFT), gauge_family(STREAM_LENGTH)
         try:
             with connect(self.database_url, autocommit=True, connect_timeout=3) as conn:
                 backlog = outbox_lag(conn)
@@ -154,8 +195,7 @@ class DatabaseCollector:
                 hottest = lock_wait_gauges(conn)
         except DatabaseError:
             pass  # an unreachable database shows as missing gauges; /readyz says why
-        queued = GaugeMetricFamily("ratings_queue_messages",
-                                   "Messages waiting in every list of the ratings queue (priority lists included)")
+        queued = gauge_family(QUEUE_MESSAGES)
         try:
             stream_len.add_metric([], float(self.redis.xlen(self.stream)))
             if self.queue is not None and self.rabbitmq is not None:
@@ -177,10 +217,7 @@ def consumer_lag_gauges(client, stream: str) -> list[GaugeMetricFamily]:
     ``ratings_consumer_oldest_pending_seconds{group}`` of every consumer group of ``stream``."""
     from worker.consumer.lag import consumer_lag
 
-    entries = GaugeMetricFamily("ratings_consumer_lag_entries", "Stream entries a consumer group has not "
-                                "received (undelivered) or not acknowledged (pending)", labels=["group", "state"])
-    oldest = GaugeMetricFamily("ratings_consumer_oldest_pending_seconds", "Age of a consumer group's oldest "
-                               "pending entry, seconds", labels=["group"])
+    entries, oldest = gauge_family(CONSUMER_LAG_ENTRIES), gauge_family(CONSUMER_OLDEST_PENDING)
     try:
         for g in consumer_lag(client, stream):
             entries.add_metric([g.group, "undelivered"], float(g.undelivered))

@@ -7,8 +7,9 @@ each entry, then commits: the events are marked published by the same commit.
 Several relays may run, but only one publishes at a time: each holds out for a PostgreSQL session
 advisory lock, and the others wait as hot standbys and take over within ``relay_idle_wait`` seconds
 when the active relay's connection ends. Two relays publishing at once would interleave batches and
-put one player's events on the stream out of ``sequence`` order (DESIGN.md allows parallel relays;
-we chose per-player order on the stream instead, since consumers detect gaps by ``sequence``).
+put one player's events on the stream out of ``sequence`` order. Parallel publishing relays would
+publish faster; per-player order on the stream matters more, since consumers detect gaps by
+``sequence`` (``docs/decisions/0004-events-at-least-once-with-backfill.md``).
 A crash between the ``XADD`` and the commit republishes the batch: delivery
 is at least once, and consumers drop duplicates by ``event_id``. The relay sleeps on
 ``LISTEN ratings_outbox`` (the rating transaction NOTIFYs) and polls every ``relay_idle_wait``
@@ -36,6 +37,7 @@ from worker.store.connection import Connection, DatabaseUnreachable, connect
 from worker.store.deadline import CallDeadline, database_label
 from worker.store.events import listen_outbox, try_relay_leadership
 from worker.store.outbox_lag import outbox_lag
+from worker.store.players import initial_state
 from worker.store.schema import ENVIRONMENT_DATABASE_ERRORS
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,7 @@ def serve_relay_http(settings: Settings, policies: dict) -> observability.Heartb
     rabbitmq = ((required_url(settings.broker_url, "RATINGS_BROKER_URL"), settings.broker_ca_file)
                 if settings.broker_is_rabbitmq else None)
     collector = observability.DatabaseCollector(
-        database_url, client, settings.stream, {name: p.initial_rating for name, p in policies.items()},
+        database_url, client, settings.stream, {name: initial_state(p, "").rating for name, p in policies.items()},
         settings.queue, rabbitmq,
     )
 

@@ -164,7 +164,7 @@ def apply_match(self, *args, **kwargs) -> str:
     """
     service = _service_or_requeue()
     task_id = self.request.id
-    started = time.perf_counter()
+    started = time.time()  # the message's latency runs from here: Celery's strategy keeps no receive time
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task_id=task_id)
     try:
@@ -181,7 +181,7 @@ def apply_match(self, *args, **kwargs) -> str:
         log.error("task %s hit its soft time limit; requeueing", task_id)
         raise Reject("soft time limit", requeue=True) from exc
     BACKOFF.reset()
-    record_handled(handled[0], time.perf_counter() - started, task_id=task_id)
+    record_handled(handled[0], time.time() - started, task_id=task_id)
     record_transaction(1 if handled[0].outcome is Outcome.APPLIED else 0, lock_wait)
     if handled[0].outcome is Outcome.DEFERRED:  # a player's row held elsewhere: a short pause, then requeue
         time.sleep(_current_settings().deferral_backoff_initial)
@@ -223,16 +223,20 @@ def annul_matches(self, *args, **kwargs) -> str:
     return outcome
 
 
-def record_handled(handled: Handled, duration: float, task_id: str | None = None, batch_size: int = 1) -> None:
+def record_handled(handled: Handled, latency: float, task_id: str | None = None, batch_size: int = 1) -> None:
     """Metrics and one structured log line (at INFO: none below that level) for a handled message.
 
-    ``duration``: seconds spent on this message (for a batch, the batch's time divided by its
-    size); ``batch_size``: messages in the batch it was handled in (1 without batching).
+    ``latency``: seconds from the worker receiving this message to its outcome committed
+    (``ratings_message_latency_seconds``; the line's ``duration_ms``); ``batch_size``: messages in
+    the batch it was handled in (1 without batching). A deferred match is counted
+    (``ratings_deferred_matches_total``) but its latency is not observed: it is observed once, when
+    a later delivery is handled.
     """
     observability.MESSAGES.labels(handled.outcome.value).inc()
-    for player in handled.blocked_players:
-        observability.DEFERRED_BY_PLAYER.labels(player).inc()
-    observability.APPLY_SECONDS.observe(duration)
+    if handled.outcome is Outcome.DEFERRED:
+        observability.DEFERRED_MATCHES.labels(handled.ladder).inc()
+    else:
+        observability.MESSAGE_LATENCY_SECONDS.observe(latency)
     if handled.outcome is Outcome.DEAD_LETTER:
         observability.DEAD_LETTERS.labels(handled.reason_code).inc()
     if handled.out_of_order:
@@ -246,7 +250,7 @@ def record_handled(handled: Handled, duration: float, task_id: str | None = None
     # task_id given with the line, not bound as context: on the batched path it would outlive the line
     structlog.get_logger("worker.service.tasks").info(
         "match handled", task_id=task_id, outcome=handled.outcome.value, match_id=handled.match_id,
-        ladder=handled.ladder, reason_code=handled.reason_code, duration_ms=round(duration * 1000, 2),
+        ladder=handled.ladder, reason_code=handled.reason_code, duration_ms=round(latency * 1000, 2),
         batch_size=batch_size,
     )
 
@@ -256,4 +260,4 @@ def record_transaction(applied: int, lock_wait: float | None) -> None:
     player row locks (nothing is recorded when no match was applied in one transaction)."""
     if applied and lock_wait is not None:
         observability.BATCH_SIZE.observe(applied)
-        observability.LOCK_WAIT_SECONDS.observe(lock_wait)
+        observability.TRANSACTION_LOCK_WAIT_SECONDS.observe(lock_wait)

@@ -85,7 +85,9 @@ from worker.store.read_models import (  # noqa: F401
     leaderboard,
     ledger_size,
     placed_at_end_counts,
+    player_states,
     stored_standings,
+    stored_states,
 )
 from worker.store.rebuilds import (  # noqa: F401
     REBUILD_HISTORY_COPY,

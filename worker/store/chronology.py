@@ -40,10 +40,14 @@ class _LaterRead(NamedTuple):
     result: str
     peak_before: float | None
     season_before: str | None
+    prior_deviation: float | None
+    volatility_before: float | None
+    prior_last_played: float | None
 
     def later_row(self) -> LaterRow:
         return LaterRow(self.row_id, self.player_id, self.sequence, self.rating_before, self.result,
-                        self.peak_before, self.season_before)
+                        self.peak_before, self.season_before, self.prior_deviation, self.volatility_before,
+                        self.prior_last_played)
 
 
 class _RowsRead(NamedTuple):
@@ -59,10 +63,14 @@ class _RowsRead(NamedTuple):
     result: str
     peak_before: float | None
     season_before: str | None
+    prior_deviation: float | None
+    volatility_before: float | None
+    prior_last_played: float | None
 
     def later_row(self) -> LaterRow:
         return LaterRow(self.row_id, self.player_id, self.sequence, self.rating_before, self.result,
-                        self.peak_before, self.season_before)
+                        self.peak_before, self.season_before, self.prior_deviation, self.volatility_before,
+                        self.prior_last_played)
 
 
 class _PlayersRead(NamedTuple):
@@ -84,7 +92,8 @@ def later_matches(cur: psycopg.Cursor, ladder: str, after: OrderKey, generation:
     rows = cur.execute(
         f"""
         SELECT l.seq, l.match_id, l.order_at, l.payload::text, rc.id, rc.player_id, rc.sequence, rc.rating_before,
-               rc.result, rc.peak_before, rc.season_before
+               rc.result, rc.peak_before, rc.season_before, rc.prior_deviation, rc.volatility_before,
+               rc.prior_last_played
           FROM (SELECT seq, match_id, order_at, payload FROM ledger
                  WHERE ladder = %(ladder)s AND NOT annulled
                    AND (order_at, match_id COLLATE "C") {'>=' if inclusive else '>'} (%(at)s, %(mid)s COLLATE "C")
@@ -164,7 +173,7 @@ def read_rows(cur: psycopg.Cursor, later: Sequence[LaterMatch], generation: int,
     for r in map(_RowsRead._make, cur.execute(
         f"""
         SELECT u.seq, {payload}, rc.id, rc.player_id, rc.sequence, rc.rating_before, rc.result,
-               rc.peak_before, rc.season_before
+               rc.peak_before, rc.season_before, rc.prior_deviation, rc.volatility_before, rc.prior_last_played
           FROM unnest(%b::bigint[], %b::text[]) AS u(seq, match_id)
           CROSS JOIN LATERAL (SELECT * FROM rating_changes x WHERE x.match_id = u.match_id
                                  AND x.generation = %b AND x.superseded_by IS NULL OFFSET 0) AS rc

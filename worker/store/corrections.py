@@ -23,6 +23,7 @@ from engine import RatingChange
 from engine.chronology import (
     LaterMatch,
     OrderKey,
+    Prior,
     Sweep,
     affected_players,
     histories_in_order,
@@ -54,7 +55,10 @@ class CorrectionGrew(LedgerRace):
 class HistoryRow(NamedTuple):
     """A ``rating_changes`` row to insert (its columns, in order): ``ledger_seq`` None takes the seq
     of the ledger row of ``match_id`` inserted by the same write; ratings in rating points, scores in
-    [0, 1]; ``event_id`` None for a re-rated match's row (a correction announces it)."""
+    [0, 1]; ``event_id`` None for a re-rated match's row (a correction announces it). The last six
+    (``None`` under Elo) are a model with uncertainty's: the change's deviation and volatility before
+    and after (:class:`engine.RatingChange`), and the player's stored deviation and last match time
+    before the match (:class:`engine.chronology.Prior`), from which a correction re-enters it."""
 
     ledger_seq: int | None
     match_id: str
@@ -73,6 +77,18 @@ class HistoryRow(NamedTuple):
     policy_version: str | None
     peak_before: float | None
     season_before: str | None
+    deviation_before: float | None = None
+    deviation_after: float | None = None
+    volatility_before: float | None = None
+    volatility_after: float | None = None
+    prior_deviation: float | None = None
+    prior_last_played: float | None = None
+
+
+def model_columns(change: RatingChange, prior: Prior) -> tuple[float | None, ...]:
+    """The last six columns of a :class:`HistoryRow` (in order) for ``change``, rated from ``prior``."""
+    return (_float(change.deviation_before), _float(change.deviation_after), _float(change.volatility_before),
+            _float(change.volatility_after), _float(prior.deviation), _float(prior.last_played))
 
 
 class LedgerRow(NamedTuple):
@@ -246,13 +262,13 @@ def record_correction(cur: psycopg.Cursor, plan: CorrectionPlan, done: Sweep, an
     version = ladder_in_force.policy.version or None
     last_change: dict[str, tuple[str, RatingChange]] = {}
     for stored, again in done.rerated:
-        for change, sequence, peak, season in zip(again.changes, again.games, again.peaks_before,
-                                                  again.seasons_before):
+        for change, sequence, peak, season, prior in zip(again.changes, again.games, again.peaks_before,
+                                                         again.seasons_before, again.priors):
             rows.history.append(HistoryRow(
                 stored.seq, stored.match_id, ladder, change.player_id, sequence, float(change.rating_before),
                 float(change.rating_after), float(change.expected_score), float(change.actual_score),
                 float(change.k_factor), change.result, None, rows.occurred_at, ladder_in_force.generation, version,
-                peak, season))
+                peak, season, *model_columns(change, prior)))
             last_change[change.player_id] = (stored.match_id, change)
     changed = [(pid, st, announced[(ladder, pid)]) for pid, st in sorted(done.standings.items())
                if (st.rating, st.games_played) != announced[(ladder, pid)][:2]]
@@ -269,7 +285,7 @@ def record_correction(cur: psycopg.Cursor, plan: CorrectionPlan, done: Sweep, an
         rows.correction_events.append({
             "event_id": correction_event_id(correction_id, pid), "match_id": match_id, "ladder": ladder,
             "player_id": pid, "rating_before": told.rating, "rating_after": st.rating, "change": change,
-            "sequence": told.sequence + 1, "games_played": st.games_played})
+            "sequence": told.sequence + 1, "games_played": st.games_played, "standing": st})
     return correction_id
 
 
@@ -327,6 +343,8 @@ def write_rating_rows(cur: psycopg.Cursor, rows: RatingRows) -> dict[str, int]:
          [p.last_finished_at for p in players], [s.season for s in states],
          [p.last_key[0] if p.last_key else None for p in players],
          [p.last_key[1] if p.last_key else None for p in players], [p.extra_events for p in players],
+         [_float(s.deviation) for s in states], [_float(s.volatility) for s in states],
+         [_float(s.last_played) for s in states],
          OUTBOX_CHANNEL],
     ).fetchone()
     inserted = one_row(row)
@@ -353,13 +371,17 @@ seqs AS (SELECT coalesce(jsonb_object_agg(match_id, seq), '{}') AS by_match FROM
 hist AS (
     INSERT INTO rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, rating_after,
                                 expected_score, actual_score, k_factor, result, event_id, occurred_at,
-                                generation, policy_version, peak_before, season_before)
+                                generation, policy_version, peak_before, season_before, deviation_before,
+                                deviation_after, volatility_before, volatility_after, prior_deviation,
+                                prior_last_played)
     SELECT coalesce(u.s, (seqs.by_match ->> u.m)::bigint), u.m, u.l, u.pid, u.q, u.rb, u.ra, u.es, u.acs, u.k, u.r,
-           u.eid, u.at, u.g, u.v, u.pk, u.sn
+           u.eid, u.at, u.g, u.v, u.pk, u.sn, u.db, u.da, u.vb, u.va, u.pd, u.plp
       FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::int[], %b::float8[], %b::float8[],
                   %b::float8[], %b::float8[], %b::float8[], %b::text[], %b::uuid[], %b::timestamptz[], %b::bigint[],
-                  %b::text[], %b::float8[], %b::text[])
-           WITH ORDINALITY AS u(s, m, l, pid, q, rb, ra, es, acs, k, r, eid, at, g, v, pk, sn, n)
+                  %b::text[], %b::float8[], %b::text[], %b::float8[], %b::float8[], %b::float8[], %b::float8[],
+                  %b::float8[], %b::float8[])
+           WITH ORDINALITY
+                AS u(s, m, l, pid, q, rb, ra, es, acs, k, r, eid, at, g, v, pk, sn, db, da, vb, va, pd, plp, n)
      CROSS JOIN seqs
      WHERE u.s IS NOT NULL OR seqs.by_match ? u.m
      ORDER BY u.n),
@@ -372,10 +394,11 @@ pl AS (
     UPDATE players p SET rating = u.rating, games_played = u.games, wins = u.w, draws = u.d, losses = u.l,
            peak_rating = u.peak, last_finished_at = greatest(p.last_finished_at, u.last),
            last_order_at = u.oat, last_order_match = u.omid, rebuild_events = u.extra,
-           season = u.season, updated_at = now()
+           season = u.season, deviation = u.dev, volatility = u.vol, last_played = u.lp, updated_at = now()
       FROM unnest(%b::text[], %b::text[], %b::float8[], %b::int[], %b::int[], %b::int[], %b::int[],
-                  %b::float8[], %b::timestamptz[], %b::text[], %b::timestamptz[], %b::text[], %b::int[])
-           AS u(ladder, player_id, rating, games, w, d, l, peak, last, season, oat, omid, extra)
+                  %b::float8[], %b::timestamptz[], %b::text[], %b::timestamptz[], %b::text[], %b::int[],
+                  %b::float8[], %b::float8[], %b::float8[])
+           AS u(ladder, player_id, rating, games, w, d, l, peak, last, season, oat, omid, extra, dev, vol, lp)
      WHERE p.ladder = u.ladder AND p.player_id = u.player_id)
 SELECT coalesce((SELECT array_agg(match_id ORDER BY seq) FROM led), '{}'),
        coalesce((SELECT array_agg(seq ORDER BY seq) FROM led), '{}'),

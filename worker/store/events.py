@@ -77,14 +77,28 @@ def _event_row(reason: str, event_id: Any, match_id: str, ladder: str, player_id
                rating_after: float, change: RatingChange, sequence: int, games_played: int, out_of_order: bool,
                occurred: str) -> dict[str, Any]:
     """The field dict of one RatingChanged v1 event (``change`` gives expected score, actual score
-    and K-factor; the ratings are given, as a correction's differ from the change's)."""
-    return {
+    and K-factor; the ratings are given, as a correction's differ from the change's), with the
+    deviation and volatility before and after of a model with uncertainty (:func:`model_fields`)."""
+    row = {
         "schema_version": 1, "event_id": str(event_id), "reason": reason, "match_id": match_id, "ladder": ladder,
         "player_id": player_id, "rating_before": rating_before, "rating_after": rating_after,
         "delta": rating_after - rating_before, "expected_score": change.expected_score,
         "actual_score": change.actual_score, "k_factor": change.k_factor, "sequence": sequence,
         "games_played": games_played, "out_of_order": out_of_order, "occurred_at": occurred,
     }
+    if change.deviation_after is not None:
+        row.update(model_fields(change))
+    return row
+
+
+MODEL_FIELDS = ("deviation_before", "deviation_after", "volatility_before", "volatility_after")
+"""The optional fields of a RatingChanged event on a ladder of a model with uncertainty."""
+
+
+def model_fields(change: RatingChange) -> dict[str, float]:
+    """The :data:`MODEL_FIELDS` of ``change`` that are not ``None``: an Elo change has none, so an
+    Elo event has exactly the fields it had before these existed."""
+    return {name: value for name in MODEL_FIELDS if (value := getattr(change, name)) is not None}
 
 
 def match_events_json(events: Sequence[dict[str, Any]], occurred_at: datetime) -> list[str]:
@@ -115,10 +129,25 @@ def correction_events_json(events: Sequence[dict[str, Any]], occurred_at: dateti
     Raises :class:`pydantic.ValidationError` as :func:`rating_changed_json`.
     """
     occurred = occurred_at.isoformat()
-    rows = [_event_row("correction", e["event_id"], e["match_id"], e["ladder"], e["player_id"], e["rating_before"],
-                       e["rating_after"], e["change"], e["sequence"], e["games_played"], False, occurred)
-            for e in events]
+    rows = [_correction_row(e, occurred) for e in events]
     return rating_changed_json(rows) if rows else []
+
+
+def _correction_row(e: dict[str, Any], occurred: str) -> dict[str, Any]:
+    """A correction event's field dict. On a ladder of a model with uncertainty it carries the
+    player's stored state after the correction (``deviation_after``, ``volatility_after``, from the
+    item's ``standing``), not the last re-rated change's: like ``rating_after``, it is what the
+    player holds now. The before fields are left out: no earlier event's state is kept to state them."""
+    row = _event_row("correction", e["event_id"], e["match_id"], e["ladder"], e["player_id"], e["rating_before"],
+                     e["rating_after"], e["change"], e["sequence"], e["games_played"], False, occurred)
+    for name in MODEL_FIELDS:
+        row.pop(name, None)
+    standing = e.get("standing")
+    if standing is not None and standing.deviation is not None:
+        row["deviation_after"] = standing.deviation
+        if standing.volatility is not None:
+            row["volatility_after"] = standing.volatility
+    return row
 
 
 def event_payloads_json(payload: str) -> str:

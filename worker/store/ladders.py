@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from engine import RatingPolicy
+from engine.policy import AnyPolicy
 from worker.policy.shapes import MatchShapes
 from worker.policy.stored import PolicyUnavailable, cached_policy, policy_from_content
 
@@ -26,7 +26,7 @@ class LadderPolicy:
     ``shapes`` it rates."""
 
     ladder: str
-    policy: RatingPolicy
+    policy: AnyPolicy
     content: dict[str, Any] | None = None
     shapes: MatchShapes | None = None
     """The match shapes the ladder rates (:mod:`worker.policy.shapes`, from the ladders file);
@@ -68,7 +68,7 @@ def ladder_records(cur: psycopg.Cursor, ladders: Sequence[str]) -> dict[str, Lad
         (list(ladders),))}
 
 
-def stored_policy(conn: psycopg.Connection | psycopg.Cursor, version: str) -> RatingPolicy:
+def stored_policy(conn: psycopg.Connection | psycopg.Cursor, version: str) -> AnyPolicy:
     """The engine policy recorded as ``version`` in ``policies`` (cached per process).
 
     Raises :class:`worker.policy.stored.PolicyUnavailable` when the version is not recorded or its
@@ -83,7 +83,7 @@ def stored_policy(conn: psycopg.Connection | psycopg.Cursor, version: str) -> Ra
     return policy_from_content(version, row[0])
 
 
-def record_policy(conn: psycopg.Connection | psycopg.Cursor, ladder: str, policy: RatingPolicy,
+def record_policy(conn: psycopg.Connection | psycopg.Cursor, ladder: str, policy: AnyPolicy,
                   content: dict[str, Any]) -> None:
     """Keep ``content`` as policy ``policy.version`` in ``policies`` (no-op when already there)."""
     conn.execute(
@@ -93,8 +93,8 @@ def record_policy(conn: psycopg.Connection | psycopg.Cursor, ladder: str, policy
 
 
 def policy_in_force(
-    cur: psycopg.Cursor, ladder: str, configured: RatingPolicy, content: dict[str, Any] | None = None
-) -> tuple[RatingPolicy, int]:
+    cur: psycopg.Cursor, ladder: str, configured: AnyPolicy, content: dict[str, Any] | None = None
+) -> tuple[AnyPolicy, int]:
     """The policy to rate ``ladder`` under now and the current history generation.
 
     The version named in ``ladders`` wins (``configured`` when it is that version, else read from
@@ -109,13 +109,14 @@ def policy_in_force(
 
 
 DEFAULT_ORDER = "finished-at"
-"""The replay order of a ladder with no recorded one: chronological (issue 18)."""
+"""The replay order of a ladder with no recorded one: chronological, so that the same matches give the same
+ratings (``docs/decisions/0008-chronological-order.md``)."""
 
 
 def ladder_in_force(
-    cur: psycopg.Cursor, ladder: str, configured: RatingPolicy, content: dict[str, Any] | None = None,
+    cur: psycopg.Cursor, ladder: str, configured: AnyPolicy, content: dict[str, Any] | None = None,
     records: dict[str, LadderRecord] | None = None,
-) -> tuple[RatingPolicy, int, str]:
+) -> tuple[AnyPolicy, int, str]:
     """:func:`policy_in_force` and the ladder's replay order (``"finished-at"``: chronological, the
     default; ``"applied"``: arrival order, an explicit choice made with ``ratings rebuild --order``).
     ``records``: the ladders' rows as :func:`ladder_records` read them in this transaction (else

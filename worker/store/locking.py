@@ -30,7 +30,9 @@ Key = tuple[str, str]
 class PlayerRow(NamedTuple):
     """A locked ``players`` row as the rating transaction reads it (the columns of :data:`_ROWS`,
     in order): rating and peak in rating points, counts, the season of the last match, the events
-    not caused by a match (``rebuild_events``), the last finished_at and the last order key."""
+    not caused by a match (``rebuild_events``), the last finished_at and the last order key, then
+    the state of a model with uncertainty (``deviation`` in rating points, ``volatility``,
+    ``last_played`` in seconds since the epoch; NULL under Elo)."""
 
     ladder: str
     player_id: str
@@ -45,6 +47,9 @@ class PlayerRow(NamedTuple):
     losses: int
     last_order_at: datetime | None
     last_order_match: str | None
+    deviation: float | None
+    volatility: float | None
+    last_played: float | None
 
     @property
     def key(self) -> Key:
@@ -54,7 +59,8 @@ class PlayerRow(NamedTuple):
 
 _ROWS = """
     SELECT p.ladder, p.player_id, p.rating, p.games_played, p.last_finished_at, p.peak_rating, p.season,
-           p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match
+           p.rebuild_events, p.wins, p.draws, p.losses, p.last_order_at, p.last_order_match,
+           p.deviation, p.volatility, p.last_played
       FROM players p JOIN unnest(%b::text[], %b::text[]) AS u(l, pid) ON p.ladder = u.l AND p.player_id = u.pid"""
 _ORDER_AND_LOCK = """
      ORDER BY p.ladder COLLATE "C", p.player_id COLLATE "C"
@@ -272,8 +278,8 @@ def _wait_for(cur: psycopg.Cursor, sql: str, params: tuple, wait_ms: int, lock_t
     1 s or less, for a row the other holds (a correction's rows beyond those locked, taken out of
     the global order; a new player's row, created before the locks) then waited for each other
     attempt after attempt until the 5 s budget ran out, and every transaction behind them with them:
-    the "stalls of the second kind" of the bench (README, Performance), two backends alternately
-    cancelled by their lock timeout once a second in the server's log."""
+    every rating transaction of the ladder stalled, two backends alternately cancelled by their lock
+    timeout once a second in the server's log."""
     attempt_ms = _checked_attempt_ms(cur, wait_ms, max(lock_timeout_ms, 1)) if out_of_order and not once else wait_ms
     while True:
         try:

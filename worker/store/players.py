@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
+from engine import PlayerState, RatingPolicy
 from engine.chronology import OrderKey
+from engine.policy import AnyPolicy
 from engine.replay import Standing
 from worker.store.locking import Key, PlayerRow
 
@@ -37,7 +39,7 @@ class Player:
     def from_row(cls, row: PlayerRow) -> Player:
         """The player of a locked ``players`` row."""
         standing = Standing(row.rating, row.games_played, row.peak_rating, row.season, row.wins, row.draws,
-                            row.losses)
+                            row.losses, row.deviation, row.volatility, row.last_played)
         # the order key is there when its time is (the match id column of older rows may be NULL)
         last_key = (row.last_order_at, row.last_order_match or "") if row.last_order_at is not None else None
         return cls(row.ladder, row.player_id, standing, row.last_finished_at, last_key, row.rebuild_events)
@@ -64,3 +66,16 @@ Players = dict[Key, Player]
 def last_keys(players: Players) -> dict[Key, OrderKey]:
     """The last order key of each player that has one."""
     return {key: p.last_key for key, p in players.items() if p.last_key is not None}
+
+
+def initial_state(policy: AnyPolicy, player_id: str) -> PlayerState:
+    """The state ``player_id`` starts from on a ladder of ``policy``: an Elo policy's initial rating
+    (no deviation), or a model with uncertainty's :meth:`initial_state`."""
+    if isinstance(policy, RatingPolicy):
+        return PlayerState(policy.initial_for(player_id))
+    return policy.initial_state(player_id)
+
+
+def optional_float(value: float | None) -> float | None:
+    """``value`` as a ``float`` (a database driver binds ``float8``), or ``None``."""
+    return None if value is None else float(value)

@@ -130,3 +130,19 @@ class RatingsPool(ConnectionPool):
         """Discard every connection opened before now (each when next taken from the pool)."""
         with self._epoch_lock:
             self._epoch += 1
+
+
+def open_read_pool(database_url: str, max_size: int, connect_timeout: float) -> ConnectionPool:
+    """A pool of read-only connections for the read API (``ratings api``): every transaction
+    begins ``READ ONLY`` (psycopg's ``read_only``, no session state, so a transaction-mode pooler
+    is fine), READ COMMITTED, no server-side prepared statements. ``connect_timeout`` in seconds.
+    Opened by the API process at start, never at import; its role's grants are what keeps it from
+    writing (the read-only transactions are a second guard)."""
+
+    def configure(conn: psycopg.Connection) -> None:
+        conn.read_only = True
+
+    return ConnectionPool(
+        database_url, min_size=1, max_size=max_size, open=True, name="ratings-api", configure=configure,
+        kwargs={"autocommit": False, "prepare_threshold": None, "connect_timeout": int(connect_timeout)},
+    )

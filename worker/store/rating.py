@@ -39,6 +39,7 @@ from worker.store.corrections import (  # noqa: F401  (LedgerRace, CorrectionGre
     RatingRows,
     changed_players,
     keys_to_lock,
+    model_columns,
     plan_corrections,
     record_corrections,
     settle_corrections,
@@ -47,7 +48,8 @@ from worker.store.corrections import (  # noqa: F401  (LedgerRace, CorrectionGre
 from worker.store.events import event_id_for
 from worker.store.ladders import LadderPolicy
 from worker.store.locking import Key, PlayerLocks, lock_players, record_lock_waits
-from worker.store.players import Announced, Player, Players, last_keys
+from worker.store.players import Announced, Player, Players, initial_state, last_keys
+from worker.store.players import optional_float as _float
 from worker.store.transaction import (  # noqa: F401  (TransactionTimeouts, transaction_timeouts: re-exported)
     DEFAULT_TIMEOUTS,
     LadderInForce,
@@ -253,11 +255,13 @@ def _create_players(cur: psycopg.Cursor, keys: list[Key], ladders: dict[str, Lad
     """Create the missing rows of ``keys`` (sorted, at their policy's initial rating) and read,
     without locks, the last order key of those that have one: a late match's correction reads the
     players it will touch before locking them all in order. One statement."""
+    initial = [initial_state(ladders[ladder].policy, pid) for ladder, pid in keys]
     return {(r.ladder, r.player_id): (r.last_order_at, r.last_order_match) for r in map(_LastKey._make, cur.execute(
         """
-        WITH u AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[]) AS u(l, p, r)),
-             ins AS (INSERT INTO players (ladder, player_id, rating, peak_rating)
-                     SELECT l, p, r, r FROM u
+        WITH u AS (SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[], %b::float8[], %b::float8[])
+                        AS u(l, p, r, d, v)),
+             ins AS (INSERT INTO players (ladder, player_id, rating, peak_rating, deviation, volatility)
+                     SELECT l, p, r, r, d, v FROM u
                       WHERE NOT EXISTS (SELECT 1 FROM players x WHERE x.ladder = u.l AND x.player_id = u.p)
                       ORDER BY l COLLATE "C", p COLLATE "C"
                      ON CONFLICT (ladder, player_id) DO NOTHING)
@@ -268,7 +272,8 @@ def _create_players(cur: psycopg.Cursor, keys: list[Key], ladders: dict[str, Lad
                  OFFSET 0) AS x
         """,
         # (ladder, player_id) sorted: Python compares code points, as COLLATE "C" (UTF-8 bytes)
-        ([k[0] for k in keys], [k[1] for k in keys], [float(ladders[k[0]].policy.initial_for(k[1])) for k in keys]),
+        ([k[0] for k in keys], [k[1] for k in keys], [float(s.rating) for s in initial],
+         [_float(s.deviation) for s in initial], [_float(s.volatility) for s in initial]),
     ))}
 
 
@@ -434,13 +439,14 @@ def _match_rows(pending: Sequence[_Pending], sweeps: dict[str, Sweep], announced
         assert got is not None
         in_force = ladders[p.ladder]
         version = in_force.policy.version or None
-        for change, sequence, peak, season in zip(got.changes, got.games, got.peaks_before, got.seasons_before):
+        for change, sequence, peak, season, prior in zip(got.changes, got.games, got.peaks_before, got.seasons_before,
+                                                         got.priors):
             event_id = event_id_for(p.match_id, change.player_id)
             rows.history.append(HistoryRow(
                 None, p.match_id, p.ladder, change.player_id, sequence, float(change.rating_before),
                 float(change.rating_after), float(change.expected_score), float(change.actual_score),
                 float(change.k_factor), change.result, event_id, rows.occurred_at, in_force.generation, version,
-                peak, season))
+                peak, season, *model_columns(change, prior)))
             key = (p.ladder, change.player_id)
             told = announced[key]
             announced[key] = Announced(change.rating_after, told.games + 1, told.sequence + 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.rows import dict_row
@@ -155,6 +155,38 @@ def stored_standings(conn: psycopg.Connection, ladder: str) -> dict[str, tuple[f
         "SELECT player_id, rating, games_played FROM players WHERE ladder = %s", (ladder,)
     ).fetchall()
     return {pid: (rating, games) for pid, rating, games in rows}
+
+
+class StoredState(NamedTuple):
+    """A player's stored state on a ladder of a model with uncertainty: ``rating`` and
+    ``deviation`` in rating points, ``games_played``, ``volatility`` (Glicko-2, else ``None``) and
+    ``last_played`` (seconds since the epoch of the last match, ``None`` before the first)."""
+
+    rating: float
+    games_played: int
+    deviation: float | None
+    volatility: float | None
+    last_played: float | None
+
+
+def player_states(conn: psycopg.Connection, ladder: str, player_ids: list[str] | None = None) -> dict[str, StoredState]:
+    """As :func:`stored_states`, for ``player_ids`` only (all when ``None``): the states a
+    leaderboard or a prediction reads (one statement)."""
+    if player_ids is None:
+        return stored_states(conn, ladder)
+    rows = conn.execute(
+        "SELECT player_id, rating, games_played, deviation, volatility, last_played FROM players "
+        "WHERE ladder = %s AND player_id = ANY(%s)", (ladder, player_ids)).fetchall()
+    return {pid: StoredState(*rest) for pid, *rest in rows}
+
+
+def stored_states(conn: psycopg.Connection, ladder: str) -> dict[str, StoredState]:
+    """Mapping of player id to its :class:`StoredState` for ``ladder`` (one statement)."""
+    rows = conn.execute(
+        "SELECT player_id, rating, games_played, deviation, volatility, last_played FROM players WHERE ladder = %s",
+        (ladder,),
+    ).fetchall()
+    return {pid: StoredState(*rest) for pid, *rest in rows}
 
 
 def ladders_in_use(conn: psycopg.Connection) -> list[str]:

@@ -20,7 +20,8 @@ REBUILD_LOCK_CLASS = 7_402
 REBUILD_HISTORY_COPY = (
     "COPY rating_changes (ledger_seq, match_id, ladder, player_id, sequence, rating_before, rating_after, "
     "expected_score, actual_score, k_factor, result, event_id, occurred_at, generation, policy_version, "
-    "peak_before, season_before) FROM STDIN"
+    "peak_before, season_before, deviation_before, deviation_after, volatility_before, volatility_after, "
+    "prior_deviation, prior_last_played) FROM STDIN"
 )
 """COPY statement for a rebuild's history rows (the column order of ``worker.ops.rebuild.history_row``)."""
 
@@ -93,7 +94,8 @@ def ledger_rows_after(conn: psycopg.Connection, ladder: str, after_seq: int,
 
 
 REBUILD_STAGING_COLUMNS = ("player_id", "rating", "games_played", "wins", "draws", "losses", "peak_rating", "season",
-                           "event_id", "last_match_id", "expected_score", "actual_score", "k_factor")
+                           "event_id", "last_match_id", "expected_score", "actual_score", "k_factor", "deviation",
+                           "volatility", "last_played")
 
 
 """Columns of the temporary ``rebuild_players`` table: a player's replayed standing, the id of the
@@ -106,7 +108,8 @@ def create_rebuild_staging(conn: psycopg.Connection) -> None:
                wins integer NOT NULL, draws integer NOT NULL, losses integer NOT NULL,
                peak_rating double precision NOT NULL, season text,
                event_id uuid NOT NULL, last_match_id text NOT NULL, expected_score double precision NOT NULL,
-               actual_score double precision NOT NULL, k_factor double precision NOT NULL) ON COMMIT DROP"""
+               actual_score double precision NOT NULL, k_factor double precision NOT NULL,
+               deviation double precision, volatility double precision, last_played double precision) ON COMMIT DROP"""
     )
 
 
@@ -145,19 +148,20 @@ def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime)
                SET rating = n.rating, games_played = n.games_played, wins = n.wins, draws = n.draws,
                    losses = n.losses, peak_rating = n.peak_rating, season = n.season,
                    rebuild_events = p.rebuild_events + (n.rating <> o.rating)::int, updated_at = now(),
-                   last_order_at = lo.order_at, last_order_match = n.last_match_id
+                   last_order_at = lo.order_at, last_order_match = n.last_match_id,
+                   deviation = n.deviation, volatility = n.volatility, last_played = n.last_played
               FROM rebuild_players n JOIN ledger lo ON lo.match_id = n.last_match_id, players o
              WHERE p.ladder = %(ladder)s AND p.player_id = n.player_id
                AND o.ladder = p.ladder AND o.player_id = p.player_id
                AND (o.rating, o.games_played, o.wins, o.draws, o.losses, o.peak_rating, o.season,
-                    o.last_order_match)
+                    o.last_order_match, o.deviation, o.volatility, o.last_played)
                    IS DISTINCT FROM (n.rating, n.games_played, n.wins, n.draws, n.losses, n.peak_rating, n.season,
-                                     n.last_match_id)
+                                     n.last_match_id, n.deviation, n.volatility, n.last_played)
             RETURNING p.player_id, o.rating AS rating_before, p.rating AS rating_after, p.games_played,
                       p.games_played + p.rebuild_events AS sequence
         )
         SELECT w.player_id, w.rating_before, w.rating_after, w.games_played, w.sequence,
-               n.event_id, n.last_match_id, n.expected_score, n.actual_score, n.k_factor
+               n.event_id, n.last_match_id, n.expected_score, n.actual_score, n.k_factor, n.deviation, n.volatility
           FROM written w JOIN rebuild_players n USING (player_id)
          ORDER BY w.player_id COLLATE "C"
         """,
@@ -169,7 +173,10 @@ def switch_players(conn: psycopg.Connection, ladder: str, occurred_at: datetime)
          "ladder": ladder, "player_id": r.player_id, "rating_before": r.rating_before, "rating_after": r.rating_after,
          "delta": r.rating_after - r.rating_before, "expected_score": r.expected_score,
          "actual_score": r.actual_score, "k_factor": r.k_factor, "sequence": r.sequence,
-         "games_played": r.games_played, "out_of_order": False, "occurred_at": occurred}
+         "games_played": r.games_played, "out_of_order": False, "occurred_at": occurred,
+         # a model with uncertainty's stored state after the rebuild (absent on Elo ladders)
+         **({} if r.deviation is None else {"deviation_after": r.deviation}),
+         **({} if r.volatility is None else {"volatility_after": r.volatility})}
         for r in map(_WrittenRow._make, rows) if r.rating_before != r.rating_after
     ]
     if events:
@@ -194,6 +201,8 @@ class _WrittenRow(NamedTuple):
     expected_score: float
     actual_score: float
     k_factor: float
+    deviation: float | None
+    volatility: float | None
 
 
 def stamp_ledger(conn: psycopg.Connection, ladder: str, version: str, after_seq: int,

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from engine import RatingPolicy
+from engine.policy import AnyPolicy
 from worker.store.ladders import LADDER_LOCK_CLASS, LadderPolicy, ladder_in_force, ladder_records
 from worker.store.locking import RATING_APPLICATION
 
@@ -64,15 +64,14 @@ With prepared statements (``RATINGS_DATABASE_PREPARED_STATEMENTS``,
 per transaction (as long as its transactions commit: psycopg deallocates every prepared statement of
 the connection after a ``ROLLBACK``, to a savepoint too, as when a player row is busy): on one
 connection, transactions of one match took 2.1 and 2.7 ms of PostgreSQL's CPU against 3.9 and 4.7 ms
-without, of ten matches 0.56 and 0.65 ms per match against 0.70 and 0.91 (two runs each; README,
-Performance). A generic plan is made without the parameters and kept until the tables' statistics
-change (an ``ANALYZE``, a ``VACUUM``): made while the statistics of ``players`` said a few rows, it
-read the table whole, and on a server whose autovacuum is off it kept doing so as the table grew
-(212 sequential scans of 40,000 rows in one batch of 100,
-``tests/integration/test_round_trips.py``); with ``enable_seqscan`` off the plan made on a small
-table looks rows up by index as on a big one (a table without a usable index is still scanned, at a
-cost the planner inflates: JIT, which that cost would trigger, is off). The planner settings change
-plans, never results.
+without, of ten matches 0.56 and 0.65 ms per match against 0.70 and 0.91 (two runs each of
+``bench/transaction_cost.py``). A generic plan is made without the parameters and kept until the
+tables' statistics change (an ``ANALYZE``, a ``VACUUM``): made while the statistics of ``players``
+said a few rows, it read the table whole, and on a server whose autovacuum is off it kept doing so
+as the table grew (``tests/integration/test_round_trips.py`` fails when a batch reads ``players``
+sequentially); with ``enable_seqscan`` off the plan made on a small table looks rows up by index as
+on a big one (a table without a usable index is still scanned, at a cost the planner inflates: JIT,
+which that cost would trigger, is off). The planner settings change plans, never results.
 
 Every statement of the transaction joins a batch (at most ``RATINGS_BATCH_SIZE`` matches, a few
 hundred rows of ``unnest``) to tables keyed by it (``players`` by ladder and player id, ``ledger``
@@ -80,8 +79,8 @@ by match id, ``rating_changes`` by match). Left to its statistics, the planner h
 ``players`` table for the ``UPDATE ... FROM unnest`` and the creation of new player rows once the
 table held some tens of thousands of rows and too few for its index to look cheaper (about 33,000
 in a bench run: 510 sequential scans reading 7 million rows for 20,000 matches; with these
-settings PostgreSQL's CPU per match over the worker child's fell from 1.21-1.37 to 0.96-1.03, see
-README, Performance). A ladder of millions of players plans index lookups anyway; a fresh or small one
+settings PostgreSQL's CPU per match over the worker child's fell from 1.21-1.37 to 0.96-1.03 in
+``ratings bench``). A ladder of millions of players plans index lookups anyway; a fresh or small one
 paid a scan of the table per statement. ``later_matches`` (:mod:`worker.store.chronology`) solved
 the same problem for one query with ``LATERAL ... OFFSET 0``; these settings hold for every
 statement of the transaction and end with it (no session state, PgBouncer's transaction mode).
@@ -152,7 +151,7 @@ class LadderInForce:
     history ``generation`` and the replay ``order`` (``"applied"``: arrival order; else
     chronological)."""
 
-    policy: RatingPolicy
+    policy: AnyPolicy
     generation: int
     order: str
 

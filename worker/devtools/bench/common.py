@@ -64,6 +64,10 @@ class BenchConfig:
     """Publishes per Redis durability setting (:func:`worker.devtools.bench.publishers.durability_rates`; 0: skip)."""
     durability_rounds: int = 3
     """Turns each durability setting takes (its figure: the median)."""
+    api_seconds: float = 5.0
+    """Seconds of each read-API measurement (:mod:`worker.devtools.bench.api`; 0: skip the part)."""
+    api_concurrency: int = 8
+    """Concurrent keep-alive clients of the read-API measurements."""
     seed: int = 2026
     output: Path = Path("bench-results.json")
     loglevel: str = "WARNING"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
 from worker.devtools.bench.common import BenchConfig, best_rate, progress
@@ -26,7 +27,7 @@ def _classic_pairs(count: int, players: int, seed: int) -> list[tuple[str, str, 
 
 def engine_speed(config: BenchConfig) -> dict[str, Any]:
     """Part 4: the engine's public call and replay paths against elote and an inline loop."""
-    from engine import Match, Outcome, Participant, fast_replay, rate
+    from engine import Match, Outcome, Participant, RatingPolicy, fast_replay, rate
     from engine.replay import replay
     from worker.mapping import to_engine_match
     from worker.ops.generate import generate_sedma_matches
@@ -34,6 +35,8 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
 
     policies = load_ladders(get_settings().ladders_file)
     elo, sedma = policies["elo"], policies["sedma"]
+    if not (isinstance(elo, RatingPolicy) and isinstance(sedma, RatingPolicy)):
+        raise ValueError("the engine bench's ladders 'elo' and 'sedma' must be Elo policies")
     n = config.engine_matches
     repeats = config.repeats
     pairs = _classic_pairs(n, 1000, config.seed)
@@ -97,9 +100,77 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
         rating_and_games(fast_replay.replay(ms, pol)) == rating_and_games(replay(ms, pol))
         for ms, pol in ((classic, elo), (sedma_1v1, sedma), (sedma_mixed, sedma))
     )
+    results.update(_model_speed(pairs, elo, config))
     for group in ("classic_1v1", "sedma_1v1", "sedma_mixed_30pct_2v2"):
         results[group] = {k: (round(v) if isinstance(v, float) else v) for k, v in results[group].items()}
     return results
+
+
+def _model_speed(pairs: list[tuple[str, str, float]], elo: Any, config: BenchConfig) -> dict[str, Any]:
+    """Each model's engine rate in the same run: Glicko-2 (lichess defaults) beside the Elo
+    ladder's policy, 1v1 (the same pairs as the classic figures, a match every 0 to 10 minutes)
+    and 5v5 (seeded sides of 1,000 players). The paths without a fast fold (engine.rate, replay,
+    5v5) run on a tenth of the matches (a twentieth for 5v5) so that the bench stays short; rates
+    are per second whatever the count. ``glicko2_fast_replay_identical``: the Glicko-2 fast fold
+    gave engine.replay's standings, every field bit for bit, on the 1v1 and the 5v5 matches."""
+    from engine import Match, Outcome, Participant, fast_replay, rate
+    from engine.glicko2 import Glicko2Policy
+    from engine.replay import replay
+
+    glicko2 = Glicko2Policy()
+    rng = random.Random(config.seed + 2)
+    outcome = {1.0: Outcome.SIDE_A_WON, 0.0: Outcome.SIDE_B_WON, 0.5: Outcome.DRAW}
+    at = 1_600_000_000.0
+    one_v_one = []
+    for i, (a, b, s) in enumerate(pairs):
+        at += rng.random() * 600
+        one_v_one.append(Match(str(i), (Participant(a),), (Participant(b),), outcome[s], played_at=at))
+    teams = []
+    for i in range(max(200, len(pairs) // 20)):
+        at += rng.random() * 600
+        ids = [f"p{j:05d}" for j in rng.sample(range(1000), 10)]
+        teams.append(Match(str(i), tuple(map(Participant, ids[:5])), tuple(map(Participant, ids[5:])),
+                           rng.choice(list(Outcome)), played_at=at))
+    short = one_v_one[:max(1000, len(one_v_one) // 10)]
+    states = {pid: standing.state() for pid, standing in replay(short, glicko2).items()}
+    repeats = config.repeats
+
+    def timed(fn: Any, matches: list[Any], policy: Any) -> float:
+        def run() -> int:
+            fn(matches, policy)
+            return len(matches)
+        return round(best_rate(run, repeats))
+
+    def cpu(fn: Any, matches: list[Any], policy: Any) -> float:
+        """Matches per second of this process's CPU time, best of ``repeats``: on a machine shared
+        with other work the wall-clock rate measures the share of a core the run got as well."""
+        best = 0.0
+        for _ in range(max(1, repeats)):
+            started = time.process_time()
+            fn(matches, policy)
+            elapsed = time.process_time() - started
+            best = max(best, len(matches) / elapsed if elapsed > 0 else float("inf"))
+        return round(best)
+
+    def rate_all() -> int:
+        for m in short:
+            rate(m, states, glicko2)
+        return len(short)
+
+    progress.print("[bold]engine[/bold]: Glicko-2 beside Elo, 1v1 and 5v5")
+    identical = all(fast_replay.replay(ms, glicko2) == replay(ms, glicko2) for ms in (short, teams))
+    return {
+        "glicko2_1v1": {"rate_per_s": round(best_rate(rate_all, repeats)),
+                        "replay_per_s": timed(replay, short, glicko2),
+                        "fast_replay_per_s": timed(fast_replay.replay, one_v_one, glicko2),
+                        "elo_fast_replay_per_s": timed(fast_replay.replay, one_v_one, elo),
+                        "fast_replay_per_cpu_s": cpu(fast_replay.replay, one_v_one, glicko2),
+                        "elo_fast_replay_per_cpu_s": cpu(fast_replay.replay, one_v_one, elo)},
+        "glicko2_5v5": {"replay_per_s": timed(replay, teams, glicko2),
+                        "fast_replay_per_s": timed(fast_replay.replay, teams, glicko2),
+                        "elo_fast_replay_per_s": timed(fast_replay.replay, teams, elo)},
+        "glicko2_fast_replay_identical": identical,
+    }
 
 
 def _elote_rate(pairs: list[tuple[str, str, float]], repeats: int) -> tuple[float | None, str | None]:

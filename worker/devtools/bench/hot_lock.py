@@ -1,4 +1,6 @@
-"""``ratings bench`` part: the hot-player run again with one hot player's row locked for 10 s (issue 15).
+"""``ratings bench`` part: the hot-player run again with one hot player's row locked for 10 s.
+
+It measures what one stuck player costs the others (``docs/decisions/0006-defer-matches-of-held-players.md``).
 
 The same matches as the hot-player run (same seed, other match ids), so the run without the lock
 is the baseline of the same bench. In the middle of the run (once half the matches are in the

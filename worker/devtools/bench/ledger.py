@@ -70,6 +70,7 @@ def fast_verify(conn: Connection, ladder: str, policy) -> tuple[bool, int, int]:
 
 def ledger_bench(config: BenchConfig, database_url: str) -> dict[str, Any]:
     """Part 5: write a ledger of ``ledger_size`` elo matches, time ``verify`` at 10/30/100 %."""
+    from engine import RatingPolicy
     from engine.fast_replay import Replayer
     from worker.mapping import to_engine_match
     from worker.policy.ladders import load_ladders
@@ -78,6 +79,8 @@ def ledger_bench(config: BenchConfig, database_url: str) -> dict[str, Any]:
     ladders_file = str(get_settings().ladders_file)
     policy = load_ladders(Path(ladders_file))["elo"]
     checkpoints = sorted({c for c in (size // 10, size * 3 // 10, size) if c > 0})
+    if not isinstance(policy, RatingPolicy):
+        raise ValueError(f"the bench's ladder 'elo' must be an Elo policy, not model {policy.model!r}")
     replayer = Replayer(policy)
     ctx = multiprocessing.get_context("spawn")
     sizes = []

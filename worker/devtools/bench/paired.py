@@ -1,8 +1,8 @@
-"""``ratings bench`` part: issue 16's ratios from alternating rounds, each ratio within one round.
+"""``ratings bench`` part: the scaling ratios from alternating rounds, each ratio within one round.
 
 The scaling table (:mod:`.service`) measures one worker count after the other, minutes apart, and
 on a shared VM the speed of a CPU second drifts within minutes: the same 8 / 2 figure of the same
-code came out 95 %, 75 % and 102 % in three runs within 40 minutes (README, Performance). A ratio of
+code came out 95 %, 75 % and 102 % in three runs within 40 minutes. A ratio of
 two runs minutes apart then measures the machine's minutes as much as the service.
 
 Here every compared cluster is started and warmed up first, and kept running. Each round then runs,
@@ -52,8 +52,8 @@ def spread(values: list[float]) -> dict[str, Any]:
 
 
 def base_count(counts: list[int]) -> int:
-    """The worker count the others are compared with: 2 when paired (issue 16's targets compare 4
-    and 8 with 2), else the smallest."""
+    """The worker count the others are compared with: 2 when paired (the throughput targets compare 4
+    and 8 with 2: adding workers must never make the service slower), else the smallest."""
     return 2 if 2 in counts else min(counts)
 
 

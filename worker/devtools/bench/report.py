@@ -38,6 +38,8 @@ def print_results(results: dict[str, Any]) -> None:
         _print_producers(console, producers)
     if service := results.get("service"):
         _print_service(console, service)
+    if api := results.get("api"):
+        print_api(console, api)
     if (paired := results.get("paired")) and paired.get("per_round"):
         print_paired(console, paired)
     if ledger := results.get("ledger"):
@@ -58,6 +60,25 @@ def _print_engine(console: Console, engine: dict[str, Any]) -> None:
               _n(x["fast_replay_per_s"]))
     t.add_row(f"elote EloCompetitor ({engine['elote_version'] or 'not installed'})", _n(c["elote_per_s"]), "-", "-")
     t.add_row("inline Python Elo loop", _n(c["inline_loop_per_s"]), "-", "-")
+    console.print(t)
+    if "glicko2_1v1" in engine:
+        _print_models(console, engine)
+
+
+def _print_models(console: Console, engine: dict[str, Any]) -> None:
+    """Each model's engine rate beside the Elo ladder's fast replay, same run, same matches."""
+    g1, g5 = engine["glicko2_1v1"], engine["glicko2_5v5"]
+    t = Table(title=f"engine speed by model (matches per second, best of {engine['repeats']:d}, same run)")
+    for col in ("model and path", "1v1", "5v5"):
+        t.add_column(col, justify="right" if col != "model and path" else "left")
+    t.add_row("Elo: engine.fast_replay.replay (baseline)", _n(g1["elo_fast_replay_per_s"]),
+              _n(g5["elo_fast_replay_per_s"]))
+    t.add_row("Glicko-2: engine.fast_replay.replay", _n(g1["fast_replay_per_s"]), _n(g5["fast_replay_per_s"]))
+    if "fast_replay_per_cpu_s" in g1:
+        t.add_row("Elo: fast replay per second of CPU time (baseline)", _n(g1["elo_fast_replay_per_cpu_s"]), "-")
+        t.add_row("Glicko-2: fast replay per second of CPU time", _n(g1["fast_replay_per_cpu_s"]), "-")
+    t.add_row("Glicko-2: engine.replay.replay", _n(g1["replay_per_s"]), _n(g5["replay_per_s"]))
+    t.add_row("Glicko-2: engine.rate (public call)", _n(g1["rate_per_s"]), "-")
     console.print(t)
 
 
@@ -262,3 +283,29 @@ def print_scaling(console: Console, service: dict[str, Any]) -> None:
                 if (a := row.get("backend_activity_preloaded")) and a.get("lock_waiting_share") is not None]
     if activity:
         console.print("PostgreSQL backends' active time (sampled), consumers only: " + "; ".join(activity))
+
+
+def print_api(console: Console, api: dict[str, Any]) -> None:
+    """The read API's requests per second and latency, each beside /health measured just before it,
+    and the rating path at half load with and without the API's load."""
+    t = Table(title=f"read API ({api['concurrency']} concurrent keep-alive clients, "
+                    f"{api['seconds_per_measurement']:g} s each, rating path at half load beside it, "
+                    f"{api['workers']} worker processes)")
+    for col in ("request", "requests/s", "p50 ms", "p99 ms", "errors", f"{api['trivial_endpoint']}: requests/s",
+                "p50 ms", "p99 ms", "share"):
+        t.add_column(col, justify="left" if col == "request" else "right")
+    for pair in api["pairs"]:
+        m, b = pair["measured"], pair["trivial"]
+        t.add_row(pair["kind"], _n(m["per_s"]), _n(m["latency"]["p50_ms"]), _n(m["latency"]["p99_ms"]),
+                  _n(m["errors"] + b["errors"]), _n(b["per_s"]), _n(b["latency"]["p50_ms"]),
+                  _n(b["latency"]["p99_ms"]), _pct(pair["share_of_trivial_per_s"]))
+    console.print(t)
+    r = api["rating_path"]
+    t = Table(title=f"rating path at half load ({r['paced_per_s']:,.0f}/s paced; "
+                    f"full load {r['full_load_per_s']:,.0f}/s)")
+    for col in ("run", "matches/s", "p50 publish -> event ms", "p99 publish -> event ms"):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    for label, key in (("alone", "alone"), ("with the API's load", "with_api_load")):
+        row = r[key]
+        t.add_row(label, _n(row["per_s"]), _n(row["p50_publish_to_event_ms"]), _n(row["p99_publish_to_event_ms"]))
+    console.print(t)

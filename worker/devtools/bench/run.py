@@ -42,6 +42,12 @@ def targets(results: dict[str, Any], config: BenchConfig) -> list[dict[str, Any]
         add("replay path (fast_replay), 1v1 classic", ">= 1,000,000/s", v, v >= 1_000_000)
         v = engine["sedma_1v1"]["fast_replay_per_s"]
         add("replay path (fast_replay), 1v1 Sedma", ">= 1,000,000/s", v, v >= 1_000_000)
+        if "glicko2_1v1" in engine:
+            v = engine["glicko2_1v1"]["fast_replay_per_s"]
+            g1 = engine["glicko2_1v1"]
+            add("replay path (fast_replay), 1v1 Glicko-2", ">= 100,000/s", v, v >= 100_000,
+                f"Elo same run: {g1['elo_fast_replay_per_s']:,}/s; per CPU second {g1['fast_replay_per_cpu_s']:,} "
+                f"(Elo {g1['elo_fast_replay_per_cpu_s']:,})")
     ledger = results.get("ledger")
     if ledger and ledger["sizes"]:
         big = ledger["sizes"][-1]
@@ -75,8 +81,9 @@ def targets(results: dict[str, Any], config: BenchConfig) -> list[dict[str, Any]
 
 
 def service_targets(service: dict[str, Any], add) -> None:
-    """Issue 16's targets on the scaling rows: consumers-only capacity against the no-op, the rating
-    path at 4 and 8 worker processes against 2, CPU per match."""
+    """The throughput targets (``docs/decisions/0007-throughput-by-batching-one-transaction.md``) on
+    the scaling rows: consumers-only capacity against the no-op, the rating path at 4 and 8 worker
+    processes against 2, CPU per match."""
     rows = {row["workers"]: row for row in service["scaling"]}
     main = rows.get(service["main_workers"])
     if main:
@@ -102,7 +109,7 @@ def service_targets(service: dict[str, Any], add) -> None:
 
 
 def paired_targets(paired: dict[str, Any], add) -> None:
-    """Issue 16's ratio targets on the paired part's medians (:mod:`.paired`): the same questions as
+    """The throughput ratio targets on the paired part's medians (:mod:`.paired`): the same questions as
     :func:`service_targets`, each ratio taken within a round of runs seconds apart."""
     if "rating_over_noop" not in paired:
         return
@@ -140,7 +147,7 @@ def run_bench(config: BenchConfig) -> int:
     dbname = None
     try:
         if not (config.skip_service and config.skip_ledger and not config.producer_matches
-                and not config.paired_rounds):
+                and not config.paired_rounds and not config.api_seconds):
             from worker.devtools.embedded import EmbeddedServers
             from worker.store.migrate import migrate
 
@@ -168,6 +175,10 @@ def run_bench(config: BenchConfig) -> int:
                 results["paired"] = paired_bench(config, database_url, broker_url, log_dir)
             if not config.skip_ledger:
                 results["ledger"] = ledger_bench(config, database_url)
+            if config.api_seconds:
+                from worker.devtools.bench.api import api_bench
+
+                results["api"] = api_bench(config, database_url, broker_url, log_dir)
             if config.producer_matches:
                 results["producers"] = producer_bench(config, broker_url, rabbitmq_url)
     finally:
@@ -246,7 +257,9 @@ def replicated_redis_rates(config: BenchConfig, matches: list[dict[str, Any]]) -
 def correct(results: dict[str, Any]) -> bool:
     """Every correctness check of the run passed (nothing lost, no dead letter, verify exact)."""
     ok = results.get("engine", {}).get("fast_replay_identical", True)
-    for run in results.get("service", {}).get("runs", []) + results.get("paired", {}).get("runs", []):
+    ok &= results.get("engine", {}).get("glicko2_fast_replay_identical", True)
+    for run in (results.get("service", {}).get("runs", []) + results.get("paired", {}).get("runs", [])
+                + results.get("api", {}).get("runs", [])):
         if not run["kind"].startswith("noop"):
             ok &= run["verify_ok"] and run["applied"] == run["messages"] and not run["dead_letters"]
     for size in results.get("ledger", {}).get("sizes", []):

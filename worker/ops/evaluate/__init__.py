@@ -20,6 +20,11 @@ For each policy the report gives:
 * the final **rating distribution** (:func:`rating_distribution`);
 * optionally one player's rating after each of their matches.
 
+``ratings evaluate --models`` compares the rating models instead (Elo, Glicko-2, Weng-Lin) on
+the shipped real data (:mod:`.datasets`): each tuned on the earlier half of a data set and scored
+on the later half by mean log10 deviance, log loss, Brier score and calibration (:mod:`.scoring`,
+:mod:`.tuning`, :mod:`.comparison`, :mod:`.home`).
+
 The metric functions are pure and take plain numbers; :class:`PolicyEvaluation` accumulates them
 over a replay (:mod:`.accumulate`); :func:`evaluate` runs the replays (:mod:`.run`); the history
 sources (:mod:`.sources`), the charts (:mod:`.charts`) and the table (:mod:`.table`) have modules of
@@ -40,11 +45,22 @@ from worker.ops.evaluate.charts import (  # noqa: F401
     _legend,
     _player_axes,
     _x_of,
+    draw_calibration_chart,
     draw_drift_chart,
     draw_player_chart,
 )
+from worker.ops.evaluate.comparison import (  # noqa: F401
+    MODEL_SPECS,
+    ModelComparison,
+    ModelResult,
+    ModelSpec,
+    compare_models,
+)
+from worker.ops.evaluate.datasets import DataSet, football_data, nfl_data  # noqa: F401
+from worker.ops.evaluate.home import HomeAdvantage  # noqa: F401
 from worker.ops.evaluate.metrics import (  # noqa: F401
     DEFAULT_DRIFT_EVERY,
+    DEVIANCE_CLAMP,
     FLAT_DRIFT,
     MAX_DRIFT_POINTS,
     MIN_YEARS_FOR_YEARLY_DRIFT,
@@ -54,6 +70,7 @@ from worker.ops.evaluate.metrics import (  # noqa: F401
     accuracy,
     brier_term,
     clip_probability,
+    deviance_term,
     log_loss_term,
     mean_and_std,
     mean_brier_score,
@@ -68,6 +85,7 @@ from worker.ops.evaluate.run import (  # noqa: F401
     drift_period,
     evaluate,
 )
+from worker.ops.evaluate.scoring import CalibrationBin, Scorecard, Scores  # noqa: F401
 from worker.ops.evaluate.sources import (  # noqa: F401
     SkippedLines,
     _parse_time,
@@ -79,8 +97,12 @@ from worker.ops.evaluate.sources import (  # noqa: F401
     ledger_history,
 )
 from worker.ops.evaluate.table import (  # noqa: F401
+    COMPARISON_NOTES,
     NOTES,
     _num,
     _share,
+    comparison_table,
+    comparison_verdicts,
     report_table,
 )
+from worker.ops.evaluate.tuning import coordinate_search, replay_scores, side_a_expected  # noqa: F401

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from worker.extras import require
 from worker.ops.evaluate.accumulate import DriftPoint, PolicyReport
+from worker.ops.evaluate.comparison import ModelComparison
 from worker.ops.evaluate.metrics import FLAT_DRIFT
 from worker.ops.evaluate.run import EvaluationReport
 
@@ -87,3 +88,37 @@ def _legend(p: PolicyReport) -> str:
     return f"{p.label} ({p.description})"
 
 
+
+
+def draw_calibration_chart(comparison: ModelComparison, path: Path) -> None:
+    """PNG at ``path``: one panel per data set, each model's (and baseline's) calibration on the
+    later half with its tuned parameters (the rows scored without a home advantage are left out):
+    the mean result s against the mean expected score E per tenth of E (a point for every
+    non-empty bin, shaded by its matches), beside the diagonal of perfect calibration. Raises
+    ``OSError`` if the file cannot be written."""
+    Figure = require("matplotlib.figure", "reports", "ratings evaluate --models --chart").Figure
+
+    names = [d.name for d in comparison.data_sets]
+    fig = Figure(figsize=(5.2 * len(names), 5.2), layout="constrained")
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--", label="perfect calibration")
+        # The rows scored without their tuned home advantage stay in the table: five lines are legible.
+        curves = [(f"elo ({r.label})" if r.model == "elo" else r.label, r.evaluation)
+                  for r in comparison.results if r.data_set == name and (r.model == "elo" or r.label == r.model)]
+        curves += [(b.label, b.evaluation) for b in comparison.baselines if b.data_set == name]
+        for label, scores in curves:
+            bins = [b for b in scores.calibration if b.count]
+            total = sum(b.count for b in bins)
+            ax.plot([b.mean_expected for b in bins], [b.mean_actual for b in bins], marker="o", linewidth=1.0,
+                    markersize=3, label=label)
+            ax.scatter([b.mean_expected for b in bins], [b.mean_actual for b in bins],
+                       s=[400 * b.count / total for b in bins], alpha=0.15)
+        ax.set_title(f"{name}: calibration on the later half")
+        ax.set_xlabel("expected score E of side A (mean per tenth)")
+        ax.set_ylabel("result s of side A (mean; draw = 0.5)")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper left", fontsize="x-small")
+    fig.savefig(path, dpi=110)

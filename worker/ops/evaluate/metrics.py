@@ -11,6 +11,9 @@ from engine import Outcome
 PROBABILITY_CLIP = 1e-15
 """Expected scores are clipped to [1e-15, 1 − 1e-15] before the log loss (scikit-learn's default)."""
 
+DEVIANCE_CLAMP = 0.01
+"""Predictions are clamped to [0.01, 0.99] before the binomial deviance (Kaggle ChessRatings2; liglicko2)."""
+
 FLAT_DRIFT = 0.01
 """A drift smaller than this (rating points) everywhere is drawn as flat, on a ±1 point axis."""
 
@@ -60,6 +63,19 @@ def brier_term(expected: float, actual: float) -> float:
     as s = 0.5. A coin flip (E = ½ always) scores 0.25 on decisive matches.
     """
     return (expected - actual) ** 2
+
+
+def deviance_term(expected: float, actual: float, clamp: float = DEVIANCE_CLAMP) -> float:
+    """Log10 binomial deviance of one prediction: ``−[s·log10 E + (1 − s)·log10(1 − E)]``.
+
+    The metric of Kaggle's "Deloitte/FIDE Chess Rating Challenge" (ChessRatings2, 2011), which
+    niklasf/liglicko2 uses to tune lichess's Glicko-2 (``liglicko2::deviance``): ``expected`` E, the
+    predicted expected score of side A in [0, 1] made before the match, is clamped to ``[clamp,
+    1 − clamp]`` ([0.01, 0.99]); ``actual`` s is side A's result, 1, 0.5 (a draw) or 0. The mean
+    over matches is the figure reported; always predicting ½ scores log10 2 = 0.30103. Unitless.
+    """
+    e = min(max(expected, clamp), 1.0 - clamp)
+    return -(actual * math.log10(e) + (1.0 - actual) * math.log10(1.0 - e))
 
 
 def mean_log_loss(predictions: Iterable[tuple[float, float]]) -> float | None:

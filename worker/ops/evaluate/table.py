@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from worker.ops.evaluate.comparison import ModelComparison
 from worker.ops.evaluate.run import EvaluationReport
 
 # ------------------------------------------------------------------------------------------------
@@ -67,3 +68,71 @@ NOTES = (
     "the end (population std)."
 )
 """Printed under the table: how each figure is defined."""
+
+
+def _parameters_text(parameters: dict) -> str:
+    if "policy" in parameters:
+        return f"{parameters['policy']}: {parameters.get('description', '')}"
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in parameters.items())
+
+
+def comparison_table(comparison: ModelComparison):
+    """A rich :class:`rich.table.Table` of :func:`worker.ops.evaluate.comparison.compare_models`:
+    one row per model and data set (later-half scores, lower is better; the best model of each data
+    set marked), the published baselines below their data set's models."""
+    from rich.table import Table
+
+    table = Table(title="ratings evaluate --models: tuned on the earlier half, scored on the later half")
+    for name, justify in (("data set", "left"), ("model", "left"), ("deviance", "right"), ("log loss", "right"),
+                          ("Brier", "right"), ("tuning deviance", "right"), ("parameters (tuned)", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for data in comparison.data_sets:
+        best = comparison.best(data.name)
+        for r in (r for r in comparison.results if r.data_set == data.name):
+            mark = " (best)" if r is best else ""
+            model = ("elo" if r.model == "elo" else r.label) + mark
+            table.add_row(data.name, model, f"{r.evaluation.deviance:.4f}", f"{r.evaluation.log_loss:.4f}",
+                          f"{r.evaluation.brier:.4f}", f"{r.tuning.deviance:.4f}", _parameters_text(r.parameters))
+        for b in (b for b in comparison.baselines if b.data_set == data.name):
+            table.add_row(data.name, b.label, f"{b.evaluation.deviance:.4f}", f"{b.evaluation.log_loss:.4f}",
+                          f"{b.evaluation.brier:.4f}", "–", "published forecasts, not tuned here")
+        table.add_section()
+    return table
+
+
+def _against(ours: float, theirs: float) -> str:
+    """How a deviance stands against another, as printed (to 4 decimals)."""
+    a, b = round(ours, 4), round(theirs, 4)
+    return "below" if a < b else "level with (to 4 decimals)" if a == b else "above"
+
+
+def comparison_verdicts(comparison: ModelComparison) -> list[str]:
+    """One sentence per data set naming its best model (lowest later-half deviance) and how it
+    stands against the best shipped Elo policy on that half and against the published baseline."""
+    lines = []
+    for data in comparison.data_sets:
+        best = comparison.best(data.name)
+        ours = best.evaluation.deviance
+        name = f"elo (policy {best.label})" if best.model == "elo" else best.label
+        text = (f"{data.name}: the best model is {name}"
+                f", deviance {ours:.4f} on matches {data.split + 1:,} to {data.matches:,} "
+                f"({data.later_from} to {data.last})")
+        elo = [r for r in comparison.elo_policies if r.data_set == data.name]
+        if elo and best.model != "elo":
+            top = min(elo, key=lambda r: r.evaluation.deviance)
+            text += (f"; {_against(ours, top.evaluation.deviance)} the best shipped Elo policy on this half "
+                     f"({top.label}, {top.evaluation.deviance:.4f})")
+        for b in (b for b in comparison.baselines if b.data_set == data.name):
+            text += f"; {_against(ours, b.evaluation.deviance)} {b.label} ({b.evaluation.deviance:.4f})"
+        lines.append(text + ".")
+    return lines
+
+
+COMPARISON_NOTES = (
+    "E = side A's expected score before the match (win probability + half the draw probability), s = its "
+    "result (1 / 0.5 / 0). Deviance = mean of −[s·log10 E + (1−s)·log10(1−E)], E clamped to [0.01, 0.99] "
+    "(Kaggle ChessRatings2, liglicko2; always ½ scores 0.30103). Log loss in nats, Brier = mean (E − s)². "
+    "Each model's parameters minimise the deviance on the earlier half (tuning deviance); the later half is "
+    "scored with ratings carried over. Elo's candidates are the shipped policy files."
+)
+"""Printed under the comparison table."""

@@ -19,7 +19,7 @@ ALTER TABLE dead_letters
 CREATE INDEX dead_letters_open ON dead_letters (id) WHERE status = 'open';
 
 -- A role for the worker and the relay: read and write the service's tables, never alter them.
--- Operators grant it to the login user the workers connect with (see the README). Creating a role
+-- Operators grant it to the login user the workers connect with (docs/operators/security.md). Creating a role
 -- needs CREATEROLE; where the migrating user lacks it, the role is skipped with a notice.
 DO $$
 BEGIN

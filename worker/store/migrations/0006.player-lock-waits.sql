@@ -1,6 +1,7 @@
 -- depends: 0005.event-backfill-read-path
--- Lock waits per player (issue 15): one row per player row a rating transaction found locked by
--- another transaction, written in that rating transaction. Append-only (no unique key, so a writer
+-- Lock waits per player, so that a player whose held row keeps deferring matches is visible: one
+-- row per player row a rating transaction found locked by another transaction, written in that
+-- rating transaction. Append-only (no unique key, so a writer
 -- never waits on another), read by `ratings doctor` and the worker's metrics (the hottest waits);
 -- rows older than a day are pruned by the rating path itself (a bounded, non-waiting DELETE).
 CREATE TABLE player_lock_waits (

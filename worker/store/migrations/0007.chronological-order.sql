@@ -1,5 +1,5 @@
 -- depends: 0006.player-lock-waits
--- Issue 18: ratings follow the order in which matches were played, not the order in which workers
+-- Ratings follow the order in which matches were played, not the order in which workers
 -- commit. A ladder's replay order is (order_at, match_id COLLATE "C"), where order_at is the
 -- earlier of the match's finished_at and the moment the service first applied it (applied_at, the
 -- database's now()): a game server whose clock runs ahead cannot push its matches after real

@@ -1,5 +1,5 @@
 -- depends: 0007.chronological-order
--- Issue 16: the outbox without its second write. An event row is written once, in the rating
+-- The outbox without its second write, for throughput. An event row is written once, in the rating
 -- transaction, and never updated: which rows the relay has still to publish is kept apart, in
 -- outbox_pending (one small row per event, filled by a statement-level trigger from the rows each
 -- INSERT or COPY adds), and the relay deletes an event's pending row in the transaction in which it

@@ -1,5 +1,5 @@
 -- depends: 0008.outbox-pending
--- Issue 16: a late match's correction finds the few stored matches it touches among the ladder's
+-- Throughput: a late match's correction finds the few stored matches it touches among the ladder's
 -- later ones from the ledger alone. Before, it read every later match's history rows (a lookup in
 -- rating_changes per match) only to learn their players: 400 to 900 matches per correction at 8
 -- worker processes, for the 4 or so it re-rates.

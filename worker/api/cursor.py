@@ -1,0 +1,47 @@
+"""The leaderboard's keyset cursor: an opaque, URL-safe token for "the page after this one"."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class InvalidCursor(ValueError):
+    """The cursor is not one this API issued (reason code ``invalid_cursor``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where the next page starts: the reading's moment ``at`` (every page of one walk is read as
+    of it), the ladder's history ``generation`` then, the last row's ``rating`` (rating points) and
+    ``player_id``, and ``seen`` (rows before the next page) and ``rank`` (the last row's rank), so
+    ranks continue across pages."""
+
+    at: datetime
+    generation: int
+    rating: float
+    player_id: str
+    seen: int
+    rank: int
+
+    def encode(self) -> str:
+        """The cursor as base64url JSON (no padding)."""
+        text = json.dumps([self.at.isoformat(), self.generation, self.rating, self.player_id, self.seen, self.rank],
+                          separators=(",", ":"))
+        return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> Cursor:
+        """The cursor of ``token``; raises :class:`InvalidCursor` when it is not one :meth:`encode` made."""
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            at, generation, rating, player_id, seen, rank = json.loads(raw)
+            cursor = cls(datetime.fromisoformat(at), int(generation), float(rating), str(player_id), int(seen),
+                         int(rank))
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise InvalidCursor("the cursor is not one this API issued: start again without it") from exc
+        if cursor.at.tzinfo is None or cursor.seen < 1 or cursor.rank < 1 or cursor.rank > cursor.seen:
+            raise InvalidCursor("the cursor is not one this API issued: start again without it")
+        return cursor

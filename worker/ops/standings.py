@@ -1,0 +1,87 @@
+"""Leaderboards and predictions of ladders rated by a model with uncertainty (read side only).
+
+A leaderboard ranks by the policy's conservative rating at a moment (Glicko-2: rating - 2 RD;
+Weng-Lin: mu - 3 sigma; ``conservative_k`` in the policy file), with each player's deviation grown
+to that moment (computed on read from the stored state and the time of the player's last match,
+never written), a provisional mark and a rank only for rankable players (deviation within the
+ladder's bound and a match within ``inactive_days``): :class:`worker.policy.uncertainty.LeaderboardRules`.
+A prediction gives each side's win probability, the draw probability where the model has one and
+the match quality (:func:`engine.predict.predict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from engine.model import PlayerState
+from engine.policy import AnyPolicy
+from engine.predict import Prediction, predict
+from worker.policy.uncertainty import LeaderboardRules
+from worker.store.players import initial_state
+from worker.store.read_models import StoredState
+
+
+class BoardRow(NamedTuple):
+    """A leaderboard row: ``rank`` (``None`` when not rankable), the player, the ``conservative``
+    rating it is ranked by, ``rating`` and ``deviation`` (grown to the moment shown; rating points),
+    ``games``, and the ``provisional`` and ``inactive`` marks."""
+
+    rank: int | None
+    player_id: str
+    conservative: float
+    rating: float
+    deviation: float
+    games: int
+    provisional: bool
+    inactive: bool
+
+
+def _state(stored: StoredState) -> PlayerState:
+    return PlayerState(stored.rating, stored.games_played, None, None, stored.deviation, stored.volatility,
+                       stored.last_played)
+
+
+def board(states: Mapping[str, StoredState], rules: LeaderboardRules, at: float, top: int | None = None
+          ) -> list[BoardRow]:
+    """The leaderboard at ``at`` (seconds since the epoch): rankable players by conservative rating
+    (highest first; equal values share a rank; ties listed by player id), then the players not
+    rankable (provisional or inactive), unranked, in the same order. ``top``: the first N rows."""
+    rows = []
+    for pid, stored in states.items():
+        if stored.games_played == 0:
+            continue  # a row made for a match that was deferred or annulled: nothing to show
+        shown = rules.shown(_state(stored), at)
+        rows.append((not shown.rankable, -shown.conservative, pid, shown, stored))
+    rows.sort(key=lambda t: (t[0], t[1], t[2].encode()))
+    out: list[BoardRow] = []
+    rank = 0
+    previous: float | None = None
+    for n, (unrankable, _, pid, shown, stored) in enumerate(rows, 1):
+        if not unrankable and shown.conservative != previous:
+            rank, previous = n, shown.conservative
+        out.append(BoardRow(None if unrankable else rank, pid, shown.conservative, stored.rating, shown.deviation,
+                            stored.games_played, shown.provisional, shown.inactive))
+    return out[:top] if top is not None else out
+
+
+def prediction(sides: Sequence[Sequence[str]], states: Mapping[str, StoredState], policy: AnyPolicy,
+               at: float | None) -> Prediction:
+    """The :class:`engine.predict.Prediction` of a proposed match of ``sides`` (player ids) on a
+    ladder of ``policy`` as of ``at`` (seconds since the epoch): each player from its stored state,
+    a player without one from the policy's initial state. Raises ``ValueError`` for fewer than two
+    sides, an empty side or a player on two sides."""
+    seen: set[str] = set()
+    for side in sides:
+        for pid in side:
+            if pid in seen:
+                raise ValueError(f"player {pid!r} is on more than one side")
+            seen.add(pid)
+    return predict([[_state(states[p]) if p in states else initial_state(policy, p) for p in side]
+                    for side in sides], policy, at)
+
+
+def prediction_dict(sides: Sequence[Sequence[str]], result: Prediction) -> dict[str, Any]:
+    """A prediction as JSON-ready data: the sides, each win probability, draw probability, quality."""
+    return {"sides": [list(s) for s in sides], "win_probabilities": list(result.win_probabilities),
+            "draw_probability": result.draw_probability, "quality": result.quality}
