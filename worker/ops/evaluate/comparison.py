@@ -220,12 +220,15 @@ def compare_elo(data: DataSet, policy_files: Sequence[Path] = SHIPPED_ELO_POLICI
     """Every Elo policy file replayed over the whole of ``data``; returns the one with the lowest
     earlier-half deviance (the first on a tie) and every file's result. Raises
     :class:`worker.policy.ladders.LadderConfigError` for a broken file."""
+    from engine import RatingPolicy
     from worker.ops.evaluate.accumulate import describe_policy
-    from worker.policy.ladders import load_policy_file
+    from worker.policy.ladders import LadderConfigError, load_policy_file
 
     results = []
     for path in policy_files:
         policy = load_policy_file(path)
+        if not isinstance(policy, RatingPolicy):
+            raise LadderConfigError(f"{path}: model = {policy.model!r}; Elo's candidates are Elo policy files")
         halves = replay_scores(policy, data, progress=progress)
         assert halves.later is not None
         results.append(ModelResult(
