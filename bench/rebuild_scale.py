@@ -18,7 +18,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
@@ -36,6 +35,7 @@ from worker.policy.stored import ladder_contents  # noqa: E402
 from worker.producer import producer_app, publish_match  # noqa: E402
 from worker.settings import DEFAULT_LADDERS_FILE  # noqa: E402
 from worker.store.migrate import migrate  # noqa: E402
+from worker.store.urls import url_with  # noqa: E402
 
 
 def main() -> int:
@@ -47,7 +47,7 @@ def main() -> int:
     admin, broker = os.environ["RATINGS_DATABASE_URL"], os.environ["RATINGS_BROKER_URL"]
     suffix = uuid.uuid4().hex[:8]
     dbname = f"ratings_rebuild_bench_{suffix}"
-    url = urlunsplit(urlsplit(admin)._replace(path="/" + dbname))
+    url = url_with(admin, dbname=dbname)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
     tmp = Path(tempfile.mkdtemp(prefix="rebuild-bench-"))

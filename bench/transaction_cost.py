@@ -24,7 +24,6 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psutil
 import psycopg
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from worker.devtools.bench.cluster import service_matches  # noqa: E402
 from worker.store.migrate import migrate  # noqa: E402
+from worker.store.urls import url_with  # noqa: E402
 
 WARM_UP = 1000
 """Matches applied before each batch size's measure (connection, prepared statements, caches)."""
@@ -52,7 +52,7 @@ def main() -> int:
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     admin = os.environ.get("RATINGS_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
     dbname = f"ratings_transaction_cost_{uuid.uuid4().hex[:8]}"
-    url = urlunsplit(urlsplit(admin)._replace(path="/" + dbname))
+    url = url_with(admin, dbname=dbname)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
     try:

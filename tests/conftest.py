@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.profiles  # noqa: F401 - registers and loads the Hypothesis profile (HYPOTHESIS_PROFILE)
 from worker.devtools.embedded import EmbeddedServers
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ def events_redis_url(servers, tmp_path_factory) -> Iterator[str]:
     if url:
         yield url
         return
-    embedded = EmbeddedServers.start(tmp_path_factory.mktemp("events-redis"), postgres=False)
+    embedded = EmbeddedServers.start(None, postgres=False)
     try:
         yield embedded.broker_url
     finally:
@@ -97,7 +98,7 @@ def servers(tmp_path_factory) -> Iterator[tuple[str, str]]:
         broker = f"{base}/{vhost}"
     embedded = None
     if not db or not broker:
-        embedded = EmbeddedServers.start(tmp_path_factory.mktemp("servers"), postgres=not db, redis_server=not broker)
+        embedded = EmbeddedServers.start(None, postgres=not db, redis_server=not broker)
     try:
         yield db or embedded.database_url, broker or embedded.broker_url
     finally:

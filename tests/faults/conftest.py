@@ -17,7 +17,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psutil
 import psycopg
@@ -35,6 +35,7 @@ from worker.producer import producer_app, publish_match
 from worker.redis_url import redis_client
 from worker.settings import DEFAULT_LADDERS_FILE
 from worker.store.migrate import migrate
+from worker.store.urls import url_with
 
 pytestmark = pytest.mark.faults
 
@@ -54,10 +55,6 @@ FAULT_SETTINGS = {
 RABBITMQ_SETTLE = 11.0
 """Seconds a RabbitMQ queue must look empty in a row before it counts as empty: more than twice
 RabbitMQ's statistics interval (5 s), behind which ``rabbitmqctl list_queues`` counts lag."""
-
-
-def _with_dbname(url: str, dbname: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
 
 
 def publish_many(broker_url: str, queue: str, messages: list) -> int:
@@ -84,7 +81,7 @@ class Cluster:
         self.dbname = f"ratings_fault_{suffix}"
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{self.dbname}"')
-        self.database_url = _with_dbname(admin_url, self.dbname)
+        self.database_url = url_with(admin_url, dbname=self.dbname)
         migrate(self.database_url)
         self.broker_url = broker_url
         self.queue, self.stream = f"ratings-fault-{suffix}", f"ratings-fault-{suffix}.rating-changed"
@@ -328,7 +325,7 @@ def cluster_factory(servers, events_redis_url, pgbouncer, tmp_path, batch_size) 
         broker_url = broker_url or session_broker
         own = None
         if own_postgres or own_redis:
-            own = EmbeddedServers.start(tmp_path / "own", postgres=own_postgres, redis_server=own_redis,
+            own = EmbeddedServers.start(None, postgres=own_postgres, redis_server=own_redis,
                                         redis_durable=True)
             admin_url = own.database_url if own_postgres else admin_url
             broker_url = own.broker_url if own_redis else broker_url

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -25,16 +25,12 @@ from worker.broker import is_rabbitmq
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.settings import get_settings
 from worker.store.migrate import migrate
+from worker.store.urls import url_with
 
 pytestmark = pytest.mark.integration
 
 TABLES = ("ledger, players, rating_changes, outbox, outbox_pending, duplicate_deliveries, dead_letters, ladders, policies, rebuilds, "
           "player_lock_waits, corrections")
-
-
-def _with_dbname(url: str, dbname: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + dbname))
 
 
 class Env:
@@ -96,7 +92,7 @@ def env(servers, events_redis_url, pgbouncer, tmp_path_factory) -> Iterator[Env]
     dbname = f"ratings_test_{suffix}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{dbname}"')
-    direct_url = _with_dbname(admin_url, dbname)
+    direct_url = url_with(admin_url, dbname=dbname)
     migrate(direct_url)
     database_url = pgbouncer.url_for(direct_url) if pgbouncer is not None else direct_url
     queue, stream = f"ratings-test-{suffix}", f"ratings-test-{suffix}.rating-changed"

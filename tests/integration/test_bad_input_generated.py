@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.integration.test_worker import match
+from tests.profiles import examples
 from worker.producer import producer_app, publish_match
 
 pytestmark = pytest.mark.integration
@@ -50,7 +51,7 @@ def where_it_ended(conn, task_id: str) -> list[tuple[str, str | None]]:
     ).fetchall()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(message=bad_messages())
 def test_each_generated_message_ends_exactly_once_and_valid_ones_keep_flowing(clean, message):
     """One generated message, then a valid one: each ends in exactly one place; nothing is redelivered."""

@@ -9,13 +9,12 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
 from worker import store as repository
-from worker.devtools.pgbouncer import PgBouncer
+from worker.devtools.pgbouncer import PgBouncer, pgbouncer_binary
 from worker.devtools.runtime import ServiceProcesses, wait_until_drained
 from worker.ops.generate import generate_sedma_matches
 from worker.policy.ladders import load_ladders
@@ -26,12 +25,12 @@ from worker.settings import DEFAULT_LADDERS_FILE, Settings
 from worker.store.ladders import LadderPolicy
 from worker.store.migrate import migrate
 from worker.store.pool import open_pool
+from worker.store.urls import url_with
 
 pytestmark = pytest.mark.integration
 
-
-def _with_dbname(url: str, dbname: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
+needs_pgbouncer = pytest.mark.skipif(
+    pgbouncer_binary() is None, reason="pgbouncer is not installed (Debian: apt-get install -y pgbouncer; .ci/run does)")
 
 
 class Scenario:
@@ -44,7 +43,7 @@ class Scenario:
         self.dbname = f"ratings_env_{suffix}"
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{self.dbname}"')
-        self.database_url = _with_dbname(admin_url, self.dbname)
+        self.database_url = url_with(admin_url, dbname=self.dbname)
         if migrated:
             migrate(self.database_url)
         self.broker_url = broker_url
@@ -113,6 +112,7 @@ def _wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"not within {timeout:.0f} s: {what}")
 
 
+@needs_pgbouncer
 def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
     """The run that once failed: 200 matches, batch size 1, two workers, through PgBouncer (pool_mode =
     transaction, Debian's package): all 200 applied, no dead letter (before: 74 internal_error
@@ -156,6 +156,7 @@ def test_200_matches_through_pgbouncer_in_transaction_mode(scenario, tmp_path):
         bouncer.stop()
 
 
+@needs_pgbouncer
 def test_prepared_statements_through_a_pgbouncer_that_cannot_keep_them_are_an_error_of_the_environment(scenario,
                                                                                                       tmp_path):
     """``RATINGS_DATABASE_PREPARED_STATEMENTS`` turned on through PgBouncer 1.18 in
@@ -223,7 +224,7 @@ def test_read_only_database_backs_off_and_recovers(scenario):
         print(f"read-only: {logged} 'database not ready' line(s) in 8 s")
         assert logged <= 6  # backoff 1, 2, 4, 8 s: at most a few lines, never hundreds
         with psycopg.connect(s.admin_url, autocommit=True) as admin:
-            conn_db = _with_dbname(s.admin_url, s.dbname)
+            conn_db = url_with(s.admin_url, dbname=s.dbname)
             with psycopg.connect(conn_db, autocommit=True) as db:
                 assert db.execute("SELECT count(*) FROM dead_letters").fetchone()[0] == 0
                 assert db.execute("SELECT count(*) FROM ledger").fetchone()[0] == 1

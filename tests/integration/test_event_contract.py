@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.integration.test_worker import match, ratings
+from tests.npm import npm_ci
 
 pytestmark = pytest.mark.integration
 
@@ -20,12 +20,9 @@ NODE_CONSUMER_DIR = REPO_ROOT / "examples" / "node-consumer"
 
 
 def node(directory, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``node args`` in ``directory`` (its npm dependencies installed by .ci/run with `npm ci`)."""
-    if shutil.which("node") is None:
-        pytest.fail("node is not installed (Node.js >= 18)")
-    if not (directory / "node_modules").is_dir():
-        pytest.fail(f"run `npm ci --prefix {directory.relative_to(REPO_ROOT)}` first (.ci/run does)")
-    return subprocess.run(["node", *args], cwd=directory, env=env, capture_output=True, text=True, timeout=120)
+    """Run ``node args`` in ``directory``, its npm packages installed from its lock file first if missing."""
+    executable = npm_ci(directory)
+    return subprocess.run([executable, *args], cwd=directory, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_the_asyncapi_document_is_valid_and_resolves_its_json_schemas():

@@ -9,11 +9,12 @@ real Celery workers apply them.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.npm import npm_ci
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis_broker]  # tests the Redis broker itself: not run on the RabbitMQ pass
 
@@ -24,11 +25,7 @@ MATCHES = 1000
 @pytest.fixture(scope="module")
 def node() -> str:
     """The node executable, with tests/node's pinned packages installed."""
-    executable = shutil.which("node")
-    assert executable, "Node.js is needed: apt-get install nodejs npm"
-    if not (NODE_DIR / "node_modules" / "celery-node").is_dir():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, timeout=300)
-    return executable
+    return npm_ci(NODE_DIR)
 
 
 def test_celery_node_publishes_1000_matches_and_every_one_is_applied(clean, node):

@@ -90,19 +90,14 @@ def test_the_worker_role_can_read_and_write_but_not_alter_the_tables(clean):
 def test_credentials_in_urls_never_reach_the_logs(clean, tmp_path):
     """A worker and a relay whose database and broker URLs carry passwords (Redis requiring AUTH)
     rate a match, and neither password appears in their logs or in doctor's output."""
-    from urllib.parse import urlsplit, urlunsplit
-
     from worker.devtools.embedded import EmbeddedServers
     from worker.devtools.runtime import ServiceProcesses
     from worker.producer import producer_app, publish_match
+    from worker.store.urls import url_with
 
     secret_pg, secret_redis = "Sup3rS3cretPg", "Sup3rS3cretRedis"
     broker = EmbeddedServers.start(tmp_path / "redis", postgres=False, redis_password=secret_redis)
-    parts = urlsplit(clean.database_url)
-    user_host = parts.netloc.rsplit("@", 1)
-    user = user_host[0].split(":")[0] if len(user_host) == 2 else "postgres"
-    host = user_host[-1]
-    db_url = urlunsplit(parts._replace(netloc=f"{user or 'postgres'}:{secret_pg}@{host}"))
+    db_url = url_with(clean.database_url, password=secret_pg)
     env = dict(os.environ, RATINGS_DATABASE_URL=db_url, RATINGS_BROKER_URL=broker.broker_url)
     procs = ServiceProcesses(env, tmp_path / "logs")
     try:

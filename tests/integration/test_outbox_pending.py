@@ -13,6 +13,7 @@ import pytest
 from yoyo import get_backend, read_migrations
 
 from worker.store.migrate import MIGRATIONS_DIR, _yoyo_url
+from worker.store.urls import url_with
 
 from .test_worker import match
 
@@ -49,7 +50,7 @@ def test_migration_0008_keeps_the_unpublished_events_pending(env):
     name = f"ratings_mig_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(env.database_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    url = env.database_url.rsplit("/", 1)[0] + "/" + name
+    url = url_with(env.database_url, dbname=name)
     try:
         backend = get_backend(_yoyo_url(url))
         migrations = read_migrations(str(MIGRATIONS_DIR))

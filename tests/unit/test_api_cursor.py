@@ -14,11 +14,13 @@ moments = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 
 
 
 @given(at=moments, generation=st.integers(0, 2**40), rating=st.floats(-1e6, 1e6, allow_nan=False),
-       player=st.text(min_size=1, max_size=200), seen=st.integers(1, 10**7), data=st.data())
-def test_a_cursor_decodes_to_what_it_encoded(at, generation, rating, player, seen, data):
-    """Any moment, generation, rating, player id (any text) and position round-trip exactly."""
+       player=st.text(min_size=1, max_size=200), seen=st.integers(1, 10**7), unranked=st.sampled_from([None, False, True]),
+       data=st.data())
+def test_a_cursor_decodes_to_what_it_encoded(at, generation, rating, player, seen, unranked, data):
+    """Any moment, generation, rating, player id (any text), position and unranked flag (ladders
+    rated with uncertainty; ``None`` on Elo) round-trip exactly."""
     rank = data.draw(st.integers(1, seen))
-    cursor = Cursor(at, generation, rating, player, seen, rank)
+    cursor = Cursor(at, generation, rating, player, seen, rank, unranked)
     assert Cursor.decode(cursor.encode()) == cursor
 
 
@@ -39,3 +41,18 @@ def test_a_cursor_without_a_time_zone_or_with_a_rank_past_its_position_is_refuse
     for token in (naive, ahead, "", "not-a-cursor"):
         with pytest.raises(InvalidCursor):
             Cursor.decode(token)
+
+
+def test_a_cursor_with_a_seventh_field_other_than_a_flag_or_an_eighth_is_refused():
+    """The unranked flag is a JSON boolean or absent; a number there, or one field more, is refused."""
+    import base64
+    import json
+
+    def token(fields: list) -> str:
+        return base64.urlsafe_b64encode(json.dumps(fields).encode()).decode().rstrip("=")
+
+    base = ["2026-05-01T00:00:00+00:00", 0, 1500.0, "p", 3, 1]
+    assert Cursor.decode(token([*base, True])).unranked is True
+    for fields in ([*base, 1], [*base, True, False]):
+        with pytest.raises(InvalidCursor):
+            Cursor.decode(token(fields))

@@ -17,7 +17,7 @@ def test_the_committed_openapi_document_is_current():
 
 
 def test_the_document_is_openapi_3_1_with_every_endpoint():
-    """OpenAPI 3.1, the six /v1 operations and the two operational ones, problems as application/problem+json."""
+    """OpenAPI 3.1, the seven /v1 operations and the two operational ones, problems as application/problem+json."""
     doc = json.loads(DOCUMENT.read_text(encoding="utf-8"))
     assert doc["openapi"].startswith("3.1.")
     operations = {(method.upper(), path) for path, item in doc["paths"].items() for method in item}
@@ -25,6 +25,6 @@ def test_the_document_is_openapi_3_1_with_every_endpoint():
         ("GET", "/v1/ladders"), ("GET", "/v1/ladders/{ladder}/players/{player_id}"),
         ("POST", "/v1/ladders/{ladder}/players"), ("GET", "/v1/ladders/{ladder}/leaderboard"),
         ("GET", "/v1/ladders/{ladder}/history/{player_id}"), ("GET", "/v1/matches/{match_id}"),
-        ("GET", "/health"), ("GET", "/metrics")}
+        ("POST", "/v1/ladders/{ladder}/predictions"), ("GET", "/health"), ("GET", "/metrics")}
     not_found = doc["paths"]["/v1/matches/{match_id}"]["get"]["responses"]["404"]["content"]
     assert list(not_found) == ["application/problem+json"]

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
 from schemas import InvalidMessage, parse_annul_matches, parse_match_finished
+from tests.profiles import examples
 
 _regex_strategies: dict = {}
 _from_js_regex = hypothesis_jsonschema._from_schema.from_js_regex
@@ -41,6 +42,23 @@ def _cached_from_js_regex(pattern, alphabet):
 
 
 hypothesis_jsonschema._from_schema.from_js_regex = _cached_from_js_regex
+
+_merged_strategies: dict = {}
+_merged_as_strategies = hypothesis_jsonschema._from_schema.merged_as_strategies
+
+
+def _cached_merged_as_strategies(schemas, *, alphabet, custom_formats):
+    """hypothesis-jsonschema canonicalises an object's property schemas and builds their strategies
+    again for every property of every object it draws (about 1 s per match document); a strategy is
+    an immutable description of what to draw, so one per (schemas, alphabet, formats) draws the same
+    documents."""
+    key = (json.dumps(schemas, sort_keys=True), id(alphabet), id(custom_formats))
+    if key not in _merged_strategies:
+        _merged_strategies[key] = _merged_as_strategies(schemas, alphabet=alphabet, custom_formats=custom_formats)
+    return _merged_strategies[key]
+
+
+hypothesis_jsonschema._from_schema.merged_as_strategies = _cached_merged_as_strategies
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "json" / "match_finished.v1.json"
 SCHEMA = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
@@ -251,14 +269,14 @@ def _get(value, path):
 SEEN = {"agree": 0, "excluded": 0}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=documents())
 def test_documents_generated_from_the_schema_are_accepted_by_the_worker(doc):
     """Every schema-generated document is accepted, unless a listed semantic check refuses it."""
     SEEN[_compare(doc)] += 1
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=mutations())
 def test_mutated_documents_are_accepted_by_the_worker_iff_the_schema_accepts_them(doc):
     """Mutations of generated documents: worker and jsonschema agree on each (bar listed semantic checks)."""
@@ -311,7 +329,7 @@ def test_the_annulment_schema_is_the_one_the_id_shortcut_knows():
     assert ANNUL_SCHEMA["properties"]["annulled_by"]["pattern"] == SCHEMA["properties"]["match_id"]["pattern"]
 
 
-ANNUL_PROFILE = settings(max_examples=40, deadline=None,
+ANNUL_PROFILE = settings(max_examples=examples(40), deadline=None,
                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 """Fewer examples than the match's: the annulment has four fields, and this file's runtime stays modest."""
 
@@ -323,7 +341,7 @@ def test_annulments_generated_from_the_schema_are_accepted_by_the_worker(doc):
     SEEN[_compare(doc, ANNUL_VALIDATOR, _annul_worker)] += 1
 
 
-@settings(ANNUL_PROFILE, max_examples=100)
+@settings(ANNUL_PROFILE, max_examples=examples(100))
 @given(doc=mutations(ANNUL_GENERATED, other_forms=False))
 def test_mutated_annulments_are_accepted_by_the_worker_iff_the_schema_accepts_them(doc):
     """Mutations of generated annulments (NUL, surrogates, blanks, wrong types among the tricky

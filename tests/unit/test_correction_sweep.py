@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from engine import ConstantK, Match, Outcome, Participant, RatingPolicy
 from engine.chronology import LaterMatch, LaterRow, affected_players, sweep
 from engine.replay import Standing, replay, replay_changes
+from tests.profiles import examples
 
 POLICY = RatingPolicy(k_factor=ConstantK(30), initial_rating=1200.0)
 PLAYERS = [f"p{n}" for n in range(7)]
@@ -34,7 +35,7 @@ stored_matches = st.lists(st.tuples(pairs, st.sampled_from(OUTCOMES)), max_size=
 batch_matches = st.lists(st.tuples(pairs, st.sampled_from(OUTCOMES), st.integers(0, 15)), min_size=1, max_size=4)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(stored_matches, batch_matches)
 def test_the_sweep_over_the_touched_later_matches_is_the_sweep_over_all_and_the_replay(stored, batch) -> None:
     # stored matches 10 minutes apart, in key order, with their history rows as the service writes them

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.profiles import examples
 from worker.service.decoding import _argument_spans, loads
 
 
@@ -63,13 +64,13 @@ def task_bodies(draw):
     return text
 
 
-@settings(max_examples=600)
+@settings(max_examples=examples(600))
 @given(task_bodies())
 def test_the_one_pass_decoder_agrees_with_the_two_pass_one(text):
     assert outcome(loads, text) == outcome(two_pass, text)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(json_values.map(json.dumps))
 def test_any_other_json_document_decodes_as_json_loads_does(text):
     assert outcome(loads, text) == outcome(two_pass, text)

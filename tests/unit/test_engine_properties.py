@@ -21,6 +21,7 @@ from engine import (
     rate,
 )
 from engine.replay import replay
+from tests.profiles import examples
 
 # --- strategies ----------------------------------------------------------------------------------
 
@@ -175,7 +176,7 @@ def match_sequences(draw):
     return matches
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(matches=match_sequences(), policy=any_policy)
 def test_replay_equals_folding_rate_by_hand(matches, policy):
     """replay(matches) gives the ratings and games played of applying rate match by match."""
@@ -192,7 +193,7 @@ def test_replay_equals_folding_rate_by_hand(matches, policy):
 
 
 @given(matches=match_sequences(), policy=any_policy)
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 def test_replay_is_deterministic(matches, policy):
     """Replaying the same matches twice gives bit-identical ratings (what verify relies on)."""
     first = replay(matches, policy)

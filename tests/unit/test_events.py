@@ -16,6 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from engine import RatingChange
+from tests.profiles import examples
 from worker.store.events import event_payloads_json, match_events_json, rating_changed_json
 
 EVENT_ID = uuid.UUID("00000000-0000-5000-8000-000000000001")
@@ -67,7 +68,7 @@ def _typed(value):
     return (type(value).__name__, value)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rating_before=finite, rating_after=finite, expected=scores, actual=scores, k=st.floats(0.0, 1e300),
        sequence=st.integers(1, 2**31 - 1), games=st.integers(0, 2**31 - 1), player=ids, match_id=ids,
        out_of_order=st.booleans(), reason=st.sampled_from(["match", "rebuild", "correction"]))

@@ -29,6 +29,7 @@ from engine import (
 )
 from engine.fast_replay import Replayer
 from engine.replay import replay
+from tests.profiles import examples
 from worker.mapping import to_engine_match
 from worker.ops.generate import generate_sedma_matches
 from worker.policy.ladders import load_ladders
@@ -121,7 +122,7 @@ matches_strategy = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(matches=matches_strategy, policy_name=st.sampled_from(sorted(POLICIES) + sorted(EXTRA_POLICIES)))
 def test_any_matches_same_standings(matches: list[Match], policy_name: str) -> None:
     policy = POLICIES.get(policy_name) or EXTRA_POLICIES[policy_name]

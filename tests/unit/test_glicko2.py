@@ -13,6 +13,7 @@ from engine import rate
 from engine.glicko2 import SCALE, Glicko2Policy, rate_period
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState
 from engine.replay import replay
+from tests.profiles import examples
 
 DAY = 86_400.0
 
@@ -217,7 +218,7 @@ def test_free_for_all_is_one_period_of_games_against_every_other_side() -> None:
     st.floats(1000, 2200), st.floats(46, 400), st.floats(1000, 2200), st.floats(46, 400),
     st.sampled_from(list(Outcome)), st.integers(1, 4),
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_symmetric_sides_get_symmetric_changes(
     r1: float, d1: float, r2: float, d2: float, outcome: Outcome, size: int
 ) -> None:
@@ -255,7 +256,7 @@ def test_a_one_player_team_is_the_plain_update() -> None:
 
 
 @given(st.floats(0.01, 0.99), st.sampled_from([Outcome.SIDE_A_WON, Outcome.SIDE_B_WON]))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_partial_play_scales_the_change(weight: float, outcome: Outcome) -> None:
     """A player who played a share w < 1 moves in the same direction, less than at w = 1, and their
     deviation falls less; the opponent is unaffected by it."""
@@ -284,7 +285,7 @@ player_states = st.builds(
 
 
 @given(player_states, player_states, st.sampled_from(list(Outcome)), st.floats(0, 2e9), st.floats(0.01, 3.0))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_every_1v1_is_finite_bounded_and_rewards_the_winner(
     sa: PlayerState, sb: PlayerState, outcome: Outcome, at: float, tau: float
 ) -> None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import worker.mapping as mapping
 from engine import Match, Performance
+from tests.profiles import examples
 from worker.mapping import PERFORMANCE_CACHE_LIMIT, to_engine_match
 
 COUNT = st.integers(min_value=0, max_value=1000)  # the schema's StatCount
@@ -34,7 +35,7 @@ def _performances(match: Match) -> tuple[Performance, Performance]:
     return match.side_a[0].performance, match.side_b[0].performance
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(stats_a=STATS, stats_b=STATS)
 def test_performance_equals_the_stats_field_by_field(stats_a: dict[str, int], stats_b: dict[str, int]) -> None:
     match = to_engine_match(_payload(stats_a, stats_b))

@@ -30,7 +30,8 @@ The direction and zero-sum properties draw from the part of that space they spea
 without a performance malus; zero-sum policies), through the same validator. Each property is its
 own test, so that a failure names the property it broke; the properties
 other than "no exception" check the changes made before any exception and leave the exception
-itself to the first test. Seeded: the same examples on every run (300 per property).
+itself to the first test. Seeded: the same examples on every run (300 per property under the ci Hypothesis profile, a
+quarter under dev: ``tests/profiles.py``).
 """
 
 from __future__ import annotations
@@ -49,10 +50,11 @@ from hypothesis import strategies as st
 from engine import ConstantK, FreeForAll, Match, Outcome, RatingChange, RatingPolicy, Rounding, UnratableMatch
 from engine.replay import Standing, replay_changes
 from schemas import parse_match_finished
+from tests.profiles import examples
 from worker.mapping import to_engine_match
 from worker.policy.config import PolicyConfigError, validate_policy
 
-EXAMPLES = 300
+EXAMPLES = examples(300)
 SEED = 20_240_511
 SAFETY = settings(
     max_examples=EXAMPLES,

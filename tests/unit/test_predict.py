@@ -14,6 +14,7 @@ from engine.glicko2 import Glicko2Policy
 from engine.model import PlayerState
 from engine.policy import TeamRating
 from engine.predict import Prediction, predict
+from tests.profiles import examples
 
 DAY = 86_400.0
 
@@ -98,7 +99,7 @@ sides_st = st.lists(st.lists(states, min_size=1, max_size=4), min_size=2, max_si
 
 
 @given(sides_st, st.booleans())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_probabilities_sum_to_one_and_quality_is_in_range(sides: list[list[PlayerState]], elo: bool) -> None:
     """For any sides, each model's win probabilities are in [0, 1] and sum to 1; quality in [0, 1]."""
     policy = RatingPolicy(ConstantK(20)) if elo else Glicko2Policy()
@@ -110,7 +111,7 @@ def test_probabilities_sum_to_one_and_quality_is_in_range(sides: list[list[Playe
 
 
 @given(st.floats(0, 4000), st.floats(45, 400), st.floats(1.01, 1.25))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_glicko_quality_falls_as_deviations_grow_between_equal_ratings(
     rating: float, deviation: float, factor: float
 ) -> None:
@@ -122,7 +123,7 @@ def test_glicko_quality_falls_as_deviations_grow_between_equal_ratings(
 
 
 @given(st.floats(0, 4000), st.floats(0, 4000), st.floats(45, 400), st.floats(45, 400))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_glicko_1v1_probabilities_mirror(ra: float, rb: float, da: float, db: float) -> None:
     """Swapping the sides swaps the probabilities and keeps the quality."""
     policy = Glicko2Policy()

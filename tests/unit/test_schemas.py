@@ -28,6 +28,7 @@ from schemas import (
     parse_match_finished,
 )
 from schemas.match_finished import REASON_CODES
+from tests.profiles import examples
 
 SEDMA_1V1: dict[str, Any] = {
     "schema_version": 1,
@@ -553,7 +554,7 @@ def assert_parses_or_raises_invalid_message(raw: object) -> None:
         assert len(match.payload_hash()) == 64
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(json_values)
 def test_arbitrary_json_values_only_ever_give_a_match_or_invalid_message(value: Any) -> None:
     """Any JSON value, decoded or as UTF-8 text, yields a MatchFinished or an InvalidMessage."""
@@ -561,7 +562,7 @@ def test_arbitrary_json_values_only_ever_give_a_match_or_invalid_message(value: 
     assert_parses_or_raises_invalid_message(json.dumps(value).encode("utf-8"))
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(FIELD_PATHS), json_values)
 def test_a_valid_message_with_one_field_replaced_by_any_json_never_crashes(path: tuple[Any, ...], value: Any) -> None:
     """Replacing any one field of a valid message yields a MatchFinished or an InvalidMessage."""
@@ -575,7 +576,7 @@ def test_a_valid_message_with_one_field_replaced_by_any_json_never_crashes(path:
     assert_parses_or_raises_invalid_message(json.dumps(body).encode("utf-8"))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_only_ever_give_a_match_or_invalid_message(raw: bytes) -> None:
     """Random bytes are rejected with an InvalidMessage, never another exception."""

@@ -7,10 +7,10 @@ import math
 import pytest
 
 from engine.elo import expected_score
-from worker.ops.standings import board, prediction
 from worker.policy.config import config_of
 from worker.policy.uncertainty import leaderboard_rules
 from worker.store.read_models import StoredState
+from worker.store.standings import board, prediction
 
 DAY = 86_400.0
 

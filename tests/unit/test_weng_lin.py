@@ -19,6 +19,7 @@ from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState
 from engine.rating import rate
 from engine.replay import replay
 from engine.weng_lin import ALL_MODELS, WengLinPolicy
+from tests.profiles import examples
 
 BETA = 25.0 / 6.0
 SIGMA = 25.0 / 3.0
@@ -148,7 +149,7 @@ def test_tau_is_added_to_the_variance_before_the_match() -> None:
     assert with_tau[0].deviation_before == 4.0
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     model=st.sampled_from(ALL_MODELS),
     sigma=st.floats(0.05, 10.0),
@@ -224,7 +225,7 @@ def test_a_prediction_of_an_even_first_match_worked_by_hand() -> None:
     assert prediction.draw_probability == pytest.approx(2 * NORMAL.cdf(margin / C_1V1) - 1, abs=1e-12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     mus=st.lists(st.floats(0.0, 50.0), min_size=2, max_size=4),
     sigma=st.floats(0.1, 10.0),
@@ -241,7 +242,7 @@ def test_match_quality_is_in_the_unit_interval_and_falls_as_sigma_grows(
     assert math.fsum(sure.win_probabilities) == pytest.approx(1.0, abs=1e-12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     model=st.sampled_from(ALL_MODELS),
     mu_a=st.floats(0.0, 50.0),
@@ -271,7 +272,7 @@ def test_engine_predict_dispatches_to_the_weng_lin_policy() -> None:
         predict(sides[:1], policy)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     model=st.sampled_from(ALL_MODELS),
     skills=st.lists(

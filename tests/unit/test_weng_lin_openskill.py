@@ -41,6 +41,7 @@ from openskill.models import BradleyTerryFull, BradleyTerryPart, PlackettLuce, T
 
 from engine.model import FreeForAll, Match, Outcome, Participant, PlayerState
 from engine.weng_lin import WengLinPolicy, neighbour_pairs
+from tests.profiles import examples
 
 OPENSKILL: dict[str, Any] = {
     "plackett_luce": PlackettLuce,
@@ -188,7 +189,7 @@ def assert_close(a: list[list[tuple[float, float]]], b: list[list[tuple[float, f
 
 
 @pytest.mark.parametrize("model_name", FULL_MODELS)
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(g=generated_matches())
 def test_every_model_agrees_with_openskill_on_generated_matches(model_name: str, g: Generated) -> None:
     """mu and sigma after the match equal openskill's to 1e-9, for every shape both rate."""
@@ -207,7 +208,7 @@ def test_every_model_agrees_with_openskill_on_generated_matches(model_name: str,
 
 
 @pytest.mark.parametrize("model_name", FULL_MODELS)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(g=generated_matches())
 def test_predictions_agree_with_openskill(model_name: str, g: Generated) -> None:
     """predict_win, predict_draw and the conservative rating (openskill's ordinal) agree to 1e-9."""
@@ -224,7 +225,7 @@ def test_predictions_agree_with_openskill(model_name: str, g: Generated) -> None
 
 
 @pytest.mark.parametrize("model_name", PARTIAL)
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(g=generated_matches())
 def test_partial_pairing_agrees_with_openskill_up_to_its_averaging(model_name: str, g: Generated) -> None:
     """Deliberate difference: openskill's partial pairing averages Omega and Delta over a side's

@@ -118,7 +118,8 @@ def create_app(settings: Settings, pool: ConnectionPool | None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     def _http(request: Request, exc: StarletteHTTPException) -> Response:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        # 400: a body that is not JSON at all (FastAPI answers it before validation)
+        code = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return problem_response(exc.status_code, code, str(exc.detail), f"{request.method} {request.url.path}: "
                                 f"{exc.detail}", dict(exc.headers or {}))
 

@@ -25,11 +25,14 @@ class Cursor:
     player_id: str
     seen: int
     rank: int
+    unranked: bool | None = None
 
     def encode(self) -> str:
         """The cursor as base64url JSON (no padding)."""
-        text = json.dumps([self.at.isoformat(), self.generation, self.rating, self.player_id, self.seen, self.rank],
-                          separators=(",", ":"))
+        fields = [self.at.isoformat(), self.generation, self.rating, self.player_id, self.seen, self.rank]
+        if self.unranked is not None:
+            fields.append(self.unranked)
+        text = json.dumps(fields, separators=(",", ":"))
         return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
     @classmethod
@@ -37,9 +40,11 @@ class Cursor:
         """The cursor of ``token``; raises :class:`InvalidCursor` when it is not one :meth:`encode` made."""
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-            at, generation, rating, player_id, seen, rank = json.loads(raw)
+            at, generation, rating, player_id, seen, rank, *rest = json.loads(raw)
+            if len(rest) > 1 or (rest and not isinstance(rest[0], bool)):
+                raise ValueError("too many fields")
             cursor = cls(datetime.fromisoformat(at), int(generation), float(rating), str(player_id), int(seen),
-                         int(rank))
+                         int(rank), rest[0] if rest else None)
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
             raise InvalidCursor("the cursor is not one this API issued: start again without it") from exc
         if cursor.at.tzinfo is None or cursor.seen < 1 or cursor.rank < 1 or cursor.rank > cursor.seen:

@@ -6,12 +6,15 @@ Ratings are in rating points, scores in [0, 1], times ISO 8601 with an offset (U
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_BATCH = 1000
 """Most player ids one batch lookup takes."""
+
+NO_NUL = r"^[^\x00]*$"
+"""Ids are text without NUL (PostgreSQL's text cannot hold it; no id on record has one)."""
 
 
 class _Shape(BaseModel):
@@ -48,10 +51,25 @@ class PlayerState(_Shape):
     player_id: str
     rating: float = Field(description="Rating points.")
     deviation: float | None = Field(
-        description="Rating deviation as of now, for models with uncertainty; null for Elo.")
+        description="Rating deviation as of now (grown since the last match, computed on read; Glicko-2's "
+        "RD, Weng-Lin's sigma), for models with uncertainty; null for Elo.")
+    volatility: float | None = Field(description="Glicko-2's volatility; null for other models.")
+    conservative: float | None = Field(
+        description="The conservative rating the leaderboard ranks by (rating - k x deviation as of now, "
+        "k the policy's `conservative_k`), for models with uncertainty; null for Elo.")
     provisional: bool | None = Field(
-        description="Whether the rating is still provisional, for models that say so; null for Elo.")
-    rank: int = Field(description="1 + the number of players rated higher (ties share a rank).")
+        description="Whether the rating is still provisional (deviation as of now at or above the policy's "
+        "`provisional_deviation`), for models with uncertainty; null for Elo.")
+    rankable: bool | None = Field(
+        description="Whether the player is ranked (deviation at or below `rankable_deviation` and not "
+        "inactive), for models with uncertainty; null for Elo.")
+    inactive: bool | None = Field(
+        description="No match for longer than the policy's `inactive_days`, for models with uncertainty; "
+        "null for Elo.")
+    rank: int | None = Field(
+        description="Elo: 1 + the number of players rated higher. Models with uncertainty: 1 + the number "
+        "of rankable players with a higher conservative rating, null when the player is not rankable. "
+        "Ties share a rank.")
     games: int
     wins: int
     draws: int
@@ -63,7 +81,7 @@ class PlayerState(_Shape):
 class BatchRequest(_Shape):
     """Player ids to look up at once (a matchmaker's call)."""
 
-    player_ids: list[str] = Field(min_length=1, max_length=MAX_BATCH)
+    player_ids: list[Annotated[str, Field(pattern=NO_NUL)]] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class BatchResponse(_Shape):
@@ -76,14 +94,21 @@ class BatchResponse(_Shape):
 class LeaderboardRow(_Shape):
     """A leaderboard row, as of the page's moment."""
 
-    rank: int
+    rank: int | None = Field(description="Ties share a rank; null for a player not rankable (models with "
+                             "uncertainty: listed after the ranked players).")
     player_id: str
     rating: float
     games: int
+    deviation: float | None = Field(description="Deviation grown to the page's moment; null for Elo.")
+    conservative: float | None = Field(description="The conservative rating ranked by; null for Elo.")
+    provisional: bool | None = Field(description="Provisional mark; null for Elo.")
+    inactive: bool | None = Field(description="Inactive mark (unranked); null for Elo.")
 
 
 class LeaderboardPage(_Shape):
-    """One page of a ladder's leaderboard (highest rating first, ties by player id). Every page
+    """One page of a ladder's leaderboard (highest rating first, ties by player id; on a ladder
+    rated with uncertainty, the rankable players by conservative rating, then the others unranked,
+    as ``ratings leaderboard``). Every page
     reached through ``next_cursor`` is read as of ``as_of``, the first page's moment: no player
     appears twice or goes missing across pages while ratings change."""
 
@@ -106,6 +131,11 @@ class HistoryEntry(_Shape):
     expected_score: float
     actual_score: float
     k_factor: float
+    deviation_before: float | None = Field(description="Deviation the match was rated from (grown to its "
+                                           "time); null for Elo.")
+    deviation_after: float | None = Field(description="Deviation after the match; null for Elo.")
+    volatility_before: float | None = Field(description="Glicko-2's volatility before; null for other models.")
+    volatility_after: float | None = Field(description="Glicko-2's volatility after; null for other models.")
     corrected_by: int | None = Field(
         description="Id of the correction that last rewrote this row (a late match before it, or an "
         "annulment); null when it is as first rated.")
@@ -182,6 +212,39 @@ class MatchStatus(_Shape):
     annulment: AnnulmentInfo | None
     duplicate_deliveries: list[datetime]
     dead_letters: list[DeadLetterInfo]
+
+
+MAX_SIDES = 16
+MAX_SIDE_PLAYERS = 100
+
+
+class PredictionRequest(_Shape):
+    """A proposed match: its sides (each a list of player ids) and optionally its moment."""
+
+    sides: list[Annotated[list[Annotated[str, Field(min_length=1, max_length=200, pattern=NO_NUL)]],
+                          Field(min_length=1, max_length=MAX_SIDE_PLAYERS)]] = Field(
+        min_length=2, max_length=MAX_SIDES,
+                                   description="Each side's player ids (at least two sides, none empty, "
+                                   "no player on two sides).")
+    at: datetime | None = Field(default=None, description="The match's moment (ISO 8601 with an offset; "
+                                "deviations grow to it); default now.")
+
+
+class PredictionResponse(_Shape):
+    """The forecast of a proposed match from the players' stored states."""
+
+    ladder: str
+    model: str
+    at: datetime = Field(description="The moment deviations were grown to.")
+    sides: list[list[str]]
+    win_probabilities: list[float] = Field(
+        description="Each side's probability of winning, in [0, 1], summing to 1 (more than two sides: its "
+        "share of the expected pairwise wins).")
+    draw_probability: float | None = Field(
+        description="Probability of a draw; null when the model has none (Elo, Glicko-2).")
+    quality: float = Field(description="Match quality in [0, 1]: higher for a closer and better-known match.")
+    unknown_players: list[str] = Field(
+        description="Players with no state on the ladder: each started from the policy's initial state.")
 
 
 class Health(_Shape):

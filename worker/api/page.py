@@ -14,10 +14,10 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 
-from worker.api.board import read_page
+from worker.api.board import Row, read_page
 from worker.api.cursor import Cursor, InvalidCursor
-from worker.api.routes import reading
-from worker.store import api_reads, read_models
+from worker.api.routes import reading, states
+from worker.store import api_reads, read_models, standings
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=FilePath(__file__).with_name("templates"))
@@ -81,11 +81,15 @@ def leaderboard_page(
         generation = api_reads.ladder_generation(conn, ladder)
         if generation is None:
             return templates.TemplateResponse(request, "missing.html", {"what": f"ladder {ladder}"}, status_code=404)
+        found_policy = standings.recorded_policy(conn, ladder)
+        rules = found_policy[1] if found_policy else None
         if q:
-            found = api_reads.player_states(conn, ladder, api_reads.search_players(conn, ladder, q))
+            found = states(conn, ladder, api_reads.search_players(conn, ladder, q))
             return templates.TemplateResponse(request, "leaderboard.html", {
-                "ladder": ladder, "q": q, "rows": [(s.rank, s.player_id, s.rating, s.games) for s in found],
-                "next_cursor": None, "as_of": None, "first": True})
+                "ladder": ladder, "q": q, "rows": [
+                    Row(s.rank, s.player_id, s.rating, s.games, s.deviation, s.conservative, s.provisional, s.inactive)
+                    for s in found],
+                "next_cursor": None, "as_of": None, "first": True, "uncertain": rules is not None})
         start = None
         if cursor:
             try:
@@ -94,10 +98,10 @@ def leaderboard_page(
                 start = None
         if start is not None and (start.generation != generation or not math.isfinite(start.rating)):
             start = None  # a walk a rebuild ended: back to the first page
-        page = read_page(conn, ladder, generation, start, PAGE_ROWS)
+        page = read_page(conn, ladder, generation, start, PAGE_ROWS, rules)
     return templates.TemplateResponse(request, "leaderboard.html", {
-        "ladder": ladder, "q": "", "rows": [(r.rank, r.player_id, r.rating, r.games) for r in page.rows],
-        "next_cursor": page.next_cursor, "as_of": page.at, "first": start is None})
+        "ladder": ladder, "q": "", "rows": page.rows, "next_cursor": page.next_cursor, "as_of": page.at,
+        "first": start is None, "uncertain": rules is not None})
 
 
 @router.get("/ladders/{ladder}/players/{player_id:path}", response_class=HTMLResponse)
@@ -105,7 +109,7 @@ def player_page(request: Request, ladder: Annotated[str, Path(min_length=1, max_
                 player_id: Annotated[str, Path(min_length=1, max_length=200)]) -> HTMLResponse:
     """A player's state and rating history, drawn as a chart and listed."""
     with reading(request) as conn:
-        found = api_reads.player_states(conn, ladder, [player_id])
+        found = states(conn, ladder, [player_id]) if api_reads.ladder_generation(conn, ladder) is not None else []
         rows = read_models.history(conn, ladder, player_id) if found else []
     if not found:
         return templates.TemplateResponse(request, "missing.html", {"what": f"player {player_id} on {ladder}"},

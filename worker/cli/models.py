@@ -13,7 +13,7 @@ from rich.table import Table
 from worker.cli.common import console, err, ladder_policies, open_database, require_known_ladder
 
 if TYPE_CHECKING:
-    from worker.ops.standings import BoardRow
+    from worker.store.standings import BoardRow
 
 
 def _in_force(conn: Any, ladder: str) -> tuple[Any, dict[str, Any] | None]:
@@ -46,7 +46,7 @@ def _moment(at: str | None) -> float:
 class UncertaintyBoard(NamedTuple):
     """The leaderboard of a ladder rated with uncertainty: the policy's model and ``k`` of its
     conservative rating (rating - k x deviation), the moment shown (seconds since the epoch) and the
-    rows (:class:`worker.ops.standings.BoardRow`)."""
+    rows (:class:`worker.store.standings.BoardRow`)."""
 
     model: str
     k: float
@@ -58,7 +58,7 @@ def uncertainty_board(conn: Any, ladder: str, top: int | None, at: str | None) -
     """The leaderboard of ``ladder`` at ``at`` (``--at``; now when ``None``) when a model with
     uncertainty rates it, else ``None``. Exits 2 on an ``--at`` that is not a date-time with offset."""
     from worker import store as repository
-    from worker.ops.standings import board
+    from worker.store.standings import board
     from worker.policy.uncertainty import leaderboard_rules
 
     policy, content = _in_force(conn, ladder)
@@ -103,7 +103,7 @@ def predict(
     a proposed match between players of a ladder, from their stored ratings (a player without one
     starts from the ladder's initial rating)."""
     from worker import store as repository
-    from worker.ops.standings import prediction, prediction_dict
+    from worker.store.standings import prediction, prediction_dict
 
     require_known_ladder(ladder)
     sides = [[p.strip() for p in s.split(",") if p.strip()] for s in side]

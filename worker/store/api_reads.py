@@ -16,6 +16,7 @@ import psycopg
 from psycopg.rows import class_row
 
 from worker.store.connection import scalar
+from worker.store.read_models import StoredState
 
 
 class LadderInForce(NamedTuple):
@@ -129,7 +130,8 @@ _AS_OF = """
 WITH changed AS (           -- players written at or after the moment: their state then comes from history
     SELECT player_id FROM players WHERE ladder = %(ladder)s AND updated_at >= %(at)s
 ), versions AS (            -- each history row with the time it was written (a correction's rows: the correction's)
-    SELECT rc.player_id, rc.sequence, rc.rating_after, rc.superseded_by, sup.at AS superseded_at,
+    SELECT rc.player_id, rc.sequence, rc.rating_after, rc.deviation_after, rc.volatility_after,
+           extract(epoch FROM l.finished_at)::float8 AS played_at, rc.superseded_by, sup.at AS superseded_at,
            coalesce(lag(sup.at) OVER w, l.applied_at) AS written_at
       FROM rating_changes rc
       JOIN changed USING (player_id)
@@ -142,13 +144,14 @@ WITH changed AS (           -- players written at or after the moment: their sta
      WHERE written_at < %(at)s AND (superseded_by IS NULL OR superseded_at >= %(at)s)
 ), recent AS (             -- each such player's last row then, and its number of rows then
     SELECT DISTINCT ON (player_id) player_id, rating_after AS rating,
-           count(*) OVER (PARTITION BY player_id)::int AS games
+           count(*) OVER (PARTITION BY player_id)::int AS games,
+           deviation_after AS deviation, volatility_after AS volatility, played_at AS last_played
       FROM then_current ORDER BY player_id, sequence DESC
 ), as_of AS (
-    SELECT p.player_id, p.rating, p.games_played AS games
+    SELECT p.player_id, p.rating, p.games_played AS games, p.deviation, p.volatility, p.last_played
       FROM players p WHERE p.ladder = %(ladder)s AND p.updated_at < %(at)s
     UNION ALL
-    SELECT player_id, rating, games FROM recent
+    SELECT player_id, rating, games, deviation, volatility, last_played FROM recent
 )
 """
 
@@ -179,6 +182,39 @@ def leaderboard_page(
          "after_rating": after[0] if after else None, "after_player": after[1] if after else None},
     ).fetchall()
     return rows
+
+
+def states_as_of(conn: psycopg.Connection, ladder: str, generation: int, at: datetime) -> dict[str, StoredState]:
+    """Every player of ``ladder`` with its state as of ``at`` (as :func:`leaderboard_page` reads
+    it: rating and deviation in rating points, games, volatility, and ``last_played`` in seconds
+    since the epoch, for a player written since ``at`` its last match's ``finished_at`` then), for
+    the leaderboard of a model with uncertainty, ranked on read (:func:`worker.store.standings.board`)."""
+    rows = conn.execute(
+        _AS_OF + "SELECT player_id, rating, games, deviation, volatility, last_played FROM as_of",
+        {"ladder": ladder, "generation": generation, "at": at}).fetchall()
+    return {pid: StoredState(*rest) for pid, *rest in rows}
+
+
+class UncertaintyChange(NamedTuple):
+    """The before and after of a history row's deviation (rating points) and volatility (Glicko-2),
+    ``None`` under Elo."""
+
+    deviation_before: float | None
+    deviation_after: float | None
+    volatility_before: float | None
+    volatility_after: float | None
+
+
+def history_uncertainty(conn: psycopg.Connection, ladder: str, player_id: str) -> dict[str, UncertaintyChange]:
+    """Match id to the deviation and volatility before and after of the player's current history
+    row of that match (the rows of :func:`worker.store.read_models.history`)."""
+    rows = conn.execute(
+        """SELECT match_id, deviation_before, deviation_after, volatility_before, volatility_after
+             FROM rating_changes
+            WHERE ladder = %(ladder)s AND player_id = %(player)s AND superseded_by IS NULL
+              AND generation = coalesce((SELECT generation FROM ladders WHERE ladder = %(ladder)s), 0)""",
+        {"ladder": ladder, "player": player_id}).fetchall()
+    return {match_id: UncertaintyChange(*rest) for match_id, *rest in rows}
 
 
 def search_players(conn: psycopg.Connection, ladder: str, prefix: str, limit: int = 50) -> list[str]:

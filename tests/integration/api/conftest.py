@@ -7,13 +7,14 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.error import HTTPError
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 from urllib.request import Request, urlopen
 
 import psycopg
 import pytest
 
 from worker.devtools.runtime import wait_until
+from worker.store.urls import url_with
 
 
 @dataclass
@@ -75,8 +76,7 @@ def api_role_url(env) -> Iterator[str]:
     role = f"api_test_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(env.direct_database_url, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN IN ROLE ratings_api')
-    parts = urlsplit(env.direct_database_url)
-    yield urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}"))
+    yield url_with(env.direct_database_url, user=role, password=None)
     with psycopg.connect(env.direct_database_url, autocommit=True) as conn:
         conn.execute(f'DROP OWNED BY "{role}"')
         conn.execute(f'DROP ROLE "{role}"')

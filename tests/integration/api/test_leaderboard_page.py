@@ -76,6 +76,8 @@ def test_the_page_pages_through_the_leaderboard_finds_a_player_and_draws_the_his
     search a player by prefix, open a player from the board and see the rating chart with one
     point per match plus the start, and the history table."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.wait import WebDriverWait
 
     browser.get(f"{api.base}/ladders/elo")
     _shot(browser, "leaderboard.png", tmp_path)
@@ -101,7 +103,9 @@ def test_the_page_pages_through_the_leaderboard_finds_a_player_and_draws_the_his
     search = browser.find_element(By.NAME, "q")
     search.clear()
     search.send_keys("player-3")
+    board = browser.find_element(By.ID, "leaderboard")
     search.submit()
+    WebDriverWait(browser, 30).until(staleness_of(board))  # the answer's page, not the one submitted from
     found = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#leaderboard a.player")]
     assert found == [f"player-3{i}" for i in range(10)]
 

@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
+
+from worker.store.urls import url_with
 
 console = Console()
 progress = Console(stderr=True)
@@ -164,7 +165,7 @@ def _code_version() -> dict[str, Any]:
 
 
 def _with_dbname(url: str, dbname: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + dbname))
+    return url_with(url, dbname=dbname)
 
 
 class SessionLoop:

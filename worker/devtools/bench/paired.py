@@ -31,7 +31,6 @@ import signal
 import statistics
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from worker.devtools.bench import sql as bench_sql
 from worker.devtools.bench.cluster import Cluster, _warm_up, autovacuum_on, service_matches
@@ -39,6 +38,7 @@ from worker.devtools.bench.common import BenchConfig, _with_dbname, progress
 from worker.settings import get_settings
 from worker.store.connection import connect
 from worker.store.migrate import migrate
+from worker.store.urls import conninfo_params
 
 NOOP = "noop"
 NOOP_UNBATCHED = "noop_unbatched"
@@ -92,7 +92,7 @@ def paired_bench(config: BenchConfig, database_url: str, broker_url: str, log_di
     clusters: dict[str, Cluster] = {}
     databases: list[str] = []
     # the bench's database name, also in a Unix-socket URL (postgresql://u@/name?host=/dir)
-    bench_db = urlsplit(database_url).path.lstrip("/") or "ratings_bench"
+    bench_db = conninfo_params(database_url).get("dbname") or "ratings_bench"
 
     def add(label: str, workers: int, overrides: dict[str, str] | None = None) -> None:
         name = f"{bench_db}_{label}"

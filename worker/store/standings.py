@@ -1,4 +1,5 @@
-"""Leaderboards and predictions of ladders rated by a model with uncertainty (read side only).
+"""Store: leaderboards and predictions of ladders rated by a model with uncertainty (read side
+only), as the CLI and the read API show them.
 
 A leaderboard ranks by the policy's conservative rating at a moment (Glicko-2: rating - 2 RD;
 Weng-Lin: mu - 3 sigma; ``conservative_k`` in the policy file), with each player's deviation grown
@@ -14,11 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+import psycopg
+
 from engine.model import PlayerState
 from engine.policy import AnyPolicy
 from engine.predict import Prediction, predict
-from worker.policy.uncertainty import LeaderboardRules
+from worker.policy.uncertainty import LeaderboardRules, leaderboard_rules
+from worker.store.ladders import stored_policy
 from worker.store.players import initial_state
+from worker.store.policy_records import policy_content, policy_version_in_force
 from worker.store.read_models import StoredState
 
 
@@ -37,9 +42,23 @@ class BoardRow(NamedTuple):
     inactive: bool
 
 
-def _state(stored: StoredState) -> PlayerState:
+def engine_state(stored: StoredState) -> PlayerState:
+    """The engine's :class:`engine.model.PlayerState` of a stored state."""
     return PlayerState(stored.rating, stored.games_played, None, None, stored.deviation, stored.volatility,
                        stored.last_played)
+
+
+def recorded_policy(conn: psycopg.Connection, ladder: str) -> tuple[AnyPolicy, LeaderboardRules | None] | None:
+    """The policy recorded in force on ``ladder`` (its ``ladders`` row; what a reader without the
+    ladders file, the read API, goes by) and its :class:`LeaderboardRules` (``None`` for Elo), or
+    ``None`` for a ladder with no recorded policy. Raises
+    :class:`worker.policy.stored.PolicyUnavailable` when the version's content is not recorded or
+    does not validate in this release."""
+    version = policy_version_in_force(conn, ladder)
+    if version is None:
+        return None
+    policy = stored_policy(conn, version)
+    return policy, leaderboard_rules(policy, policy_content(conn, version))
 
 
 def board(states: Mapping[str, StoredState], rules: LeaderboardRules, at: float, top: int | None = None
@@ -51,7 +70,7 @@ def board(states: Mapping[str, StoredState], rules: LeaderboardRules, at: float,
     for pid, stored in states.items():
         if stored.games_played == 0:
             continue  # a row made for a match that was deferred or annulled: nothing to show
-        shown = rules.shown(_state(stored), at)
+        shown = rules.shown(engine_state(stored), at)
         rows.append((not shown.rankable, -shown.conservative, pid, shown, stored))
     rows.sort(key=lambda t: (t[0], t[1], t[2].encode()))
     out: list[BoardRow] = []
@@ -63,6 +82,11 @@ def board(states: Mapping[str, StoredState], rules: LeaderboardRules, at: float,
         out.append(BoardRow(None if unrankable else rank, pid, shown.conservative, stored.rating, shown.deviation,
                             stored.games_played, shown.provisional, shown.inactive))
     return out[:top] if top is not None else out
+
+
+def board_row_dict(row: BoardRow) -> dict[str, Any]:
+    """A leaderboard row as JSON-ready data (``ratings leaderboard --json`` on a ladder with uncertainty)."""
+    return row._asdict()
 
 
 def prediction(sides: Sequence[Sequence[str]], states: Mapping[str, StoredState], policy: AnyPolicy,
@@ -77,7 +101,7 @@ def prediction(sides: Sequence[Sequence[str]], states: Mapping[str, StoredState]
             if pid in seen:
                 raise ValueError(f"player {pid!r} is on more than one side")
             seen.add(pid)
-    return predict([[_state(states[p]) if p in states else initial_state(policy, p) for p in side]
+    return predict([[engine_state(states[p]) if p in states else initial_state(policy, p) for p in side]
                     for side in sides], policy, at)
 
 
