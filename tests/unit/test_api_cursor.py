@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 
 from worker.api.cursor import Cursor, InvalidCursor
 
-moments = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))
+moments = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2026, 1, 1), timezones=st.just(UTC))
 
 
 @given(at=moments, generation=st.integers(0, 2**40), rating=st.floats(-1e6, 1e6, allow_nan=False),
@@ -56,3 +58,41 @@ def test_a_cursor_with_a_seventh_field_other_than_a_flag_or_an_eighth_is_refused
     for fields in ([*base, 1], [*base, True, False]):
         with pytest.raises(InvalidCursor):
             Cursor.decode(token(fields))
+
+
+def _token(fields: list) -> str:
+    """A hand-made cursor: base64url JSON of ``fields``, as a client could forge one."""
+    return base64.urlsafe_b64encode(json.dumps(fields).encode()).decode().rstrip("=")
+
+
+GOOD = ["2026-05-01T12:00:00+00:00", 3, 1500.0, "ann", 40, 38, None, "elo"]
+
+
+def test_a_cursor_of_one_ladder_is_refused_on_another_and_one_without_a_ladder_where_one_is_asked():
+    assert Cursor.decode(_token(GOOD), "elo").ladder == "elo"
+    with pytest.raises(InvalidCursor):
+        Cursor.decode(_token(GOOD), "glicko2")
+    with pytest.raises(InvalidCursor):
+        Cursor.decode(_token(GOOD[:6]), "elo")
+
+
+@pytest.mark.parametrize(("index", "value"), [
+    (0, "9999-12-31T23:59:59+00:00"),  # a moment no reading has had yet
+    (0, "0001-01-01T00:00:00+00:00"),  # before this service existed
+    (4, 10**20), (5, 10**20),  # positions no ladder has
+    (4, 1e20), (5, 40.0),  # positions are integers, never floats
+    (1, -1), (1, 2**63),  # outside a PostgreSQL bigint generation
+    (2, "1500"), (3, ""), (3, "p" * 201), (7, ""), (7, "l" * 65), (6, "yes"),
+])
+def test_hand_made_cursors_out_of_bounds_are_refused(index, value):
+    """Each field out of what the API issues (the bounds in worker.api.cursor) makes the cursor invalid."""
+    fields = list(GOOD)
+    fields[index] = value
+    with pytest.raises(InvalidCursor):
+        Cursor.decode(_token(fields))
+
+
+def test_a_non_finite_rating_is_refused():
+    text = '["2026-05-01T12:00:00+00:00",3,NaN,"ann",40,38]'
+    with pytest.raises(InvalidCursor):
+        Cursor.decode(base64.urlsafe_b64encode(text.encode()).decode())

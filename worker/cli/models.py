@@ -58,8 +58,8 @@ def uncertainty_board(conn: Any, ladder: str, top: int | None, at: str | None) -
     """The leaderboard of ``ladder`` at ``at`` (``--at``; now when ``None``) when a model with
     uncertainty rates it, else ``None``. Exits 2 on an ``--at`` that is not a date-time with offset."""
     from worker import store as repository
-    from worker.store.standings import board
     from worker.policy.uncertainty import leaderboard_rules
+    from worker.store.standings import board
 
     policy, content = _in_force(conn, ladder)
     rules = leaderboard_rules(policy, content)
@@ -74,9 +74,9 @@ def board_dict(row: BoardRow) -> dict[str, Any]:
     """A leaderboard row of a ladder rated with uncertainty as ``--json`` and ``--csv`` give it:
     ``rank`` (``None`` when not rankable), ``player_id``, ``rating``, ``deviation`` (grown to the moment
     shown), ``conservative`` (what the rank is by), ``games``, ``provisional``, ``rankable``, ``inactive``."""
-    return {"rank": row.rank, "player_id": row.player_id, "rating": row.rating, "deviation": row.deviation,
-            "conservative": row.conservative, "games": row.games, "provisional": row.provisional,
-            "rankable": row.rank is not None, "inactive": row.inactive}
+    from worker.store.standings import board_row_dict
+
+    return board_row_dict(row) | {"rankable": row.rank is not None}
 
 
 def uncertainty_table(ladder: str, shown: UncertaintyBoard) -> Table:
