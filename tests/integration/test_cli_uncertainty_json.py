@@ -100,3 +100,18 @@ def test_export_ranks_as_the_leaderboard_and_history_json_has_the_deviation(glic
     assert all(r["deviation_after"] < r["deviation_before"] for r in history)
     elo = json.loads(run_cli(env, "history", "cy", "--ladder", "elo", "--json").stdout)
     assert elo["history"] == []
+
+
+def test_an_at_before_a_shown_players_latest_match_is_refused(glicko2_players):
+    """cy and dee last played 2026-05-08 12:00 UTC: an --at before it would show today's ratings
+    as if they were that moment's, so leaderboard and predict refuse it; at or after it they answer."""
+    env = glicko2_players
+    for args in (["leaderboard", "--ladder", "glicko2", "--json"], ["leaderboard", "--ladder", "glicko2"],
+                 ["predict", "glicko2", "--side", "cy", "--side", "ann"]):
+        early = run_cli(env, *args, "--at", "2026-05-08T11:59:59Z")
+        assert early.returncode == 2, early.stdout
+        assert "at_before_latest_match" in early.stderr and "2026-05-08T12:00:00+00:00" in early.stderr, early.stderr
+        assert run_cli(env, *args, "--at", "2026-05-08T12:00:00Z").returncode == 0
+    # ann and bob last played 2026-05-01: a prediction of theirs only may be asked as of 2026-05-02
+    assert run_cli(env, "predict", "glicko2", "--side", "ann", "--side", "bob", "--at", "2026-05-02T00:00:00Z"
+                   ).returncode == 0

@@ -42,7 +42,9 @@ def leaderboard(
     as_csv: Annotated[bool, typer.Option("--csv", help="CSV on standard output.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object on standard output (docs/operators/cli.md).")] = False,
     at: Annotated[Optional[str], typer.Option(help="Ladders with uncertainty: the moment shown (ISO 8601 "
-                                              "with offset; default now).")] = None,
+                                              "with offset; default now): deviations grow to it. "
+                                              "Not before the latest stored match of a player shown "
+                                              "(exit 2): stored ratings are those after every match.")] = None,
 ) -> None:
     """Players of a ladder by rating: rank, player, rating, games, wins, draws, losses, win %
     (a draw counts as half a win). A ladder rated with uncertainty (Glicko-2, Weng-Lin) is ranked by

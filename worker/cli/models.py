@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional
 
 import typer
@@ -54,6 +54,21 @@ class UncertaintyBoard(NamedTuple):
     rows: list[BoardRow]
 
 
+def _refuse_the_past(moment: float, states: dict[str, Any], shown: list[str], at: str | None) -> None:
+    """Exit 2 when ``--at`` is before the latest stored match of a player ``shown``: the stored
+    states are the ratings after every match, so an earlier moment would show today's ratings with
+    only the deviations moved, never the ratings of that moment."""
+    if at is None:
+        return
+    played = [(states[p].last_played, p) for p in shown if p in states and states[p].last_played is not None]
+    if played and max(played)[0] > moment:
+        last, who = max(played)
+        when = datetime.fromtimestamp(last, UTC).isoformat()
+        err.print(f"--at {at!r} is before the latest stored match of {who!r} ({when}) (at_before_latest_match): "
+                  "ratings are stored after every match, not as of a past moment; give an --at at or after it")
+        raise typer.Exit(2)
+
+
 def uncertainty_board(conn: Any, ladder: str, top: int | None, at: str | None) -> UncertaintyBoard | None:
     """The leaderboard of ``ladder`` at ``at`` (``--at``; now when ``None``) when a model with
     uncertainty rates it, else ``None``. Exits 2 on an ``--at`` that is not a date-time with offset."""
@@ -66,7 +81,9 @@ def uncertainty_board(conn: Any, ladder: str, top: int | None, at: str | None) -
     if rules is None:
         return None
     moment = _moment(at)
-    rows = board(repository.player_states(conn, ladder), rules, moment, top)
+    states = repository.player_states(conn, ladder)
+    rows = board(states, rules, moment, top)
+    _refuse_the_past(moment, states, [r.player_id for r in rows], at)
     return UncertaintyBoard(policy.model, policy.conservative_k, moment, rows)
 
 
@@ -96,7 +113,8 @@ def predict(
     side: Annotated[list[str], typer.Option("--side", help="A side's player ids, comma-separated; give it "
                                             "once per side (at least two).")],
     at: Annotated[Optional[str], typer.Option(help="The moment of the match (ISO 8601 with offset; "
-                                              "default now): deviations grow to it.")] = None,
+                                              "default now): deviations grow to it. Not before a "
+                                              "player's latest stored match (exit 2).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on standard output.")] = False,
 ) -> None:
     """Win probability of each side, draw probability (where the model has one) and match quality of
@@ -110,8 +128,10 @@ def predict(
     with open_database() as conn:
         policy, _ = _in_force(conn, ladder)
         states = repository.player_states(conn, ladder, [p for s in sides for p in s])
+    moment = _moment(at)
+    _refuse_the_past(moment, states, [p for s in sides for p in s], at)
     try:
-        result = prediction(sides, states, policy, _moment(at))
+        result = prediction(sides, states, policy, moment)
     except ValueError as exc:
         err.print(f"cannot predict: {exc}")
         raise typer.Exit(2) from exc
