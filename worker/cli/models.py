@@ -108,6 +108,18 @@ def uncertainty_table(ladder: str, shown: UncertaintyBoard) -> Table:
     return table
 
 
+def _require_rated_shape(ladder: str, sides: list[list[str]]) -> None:
+    """Exit 2 (``unsupported_match_shape``) when the ladder does not rate a match of these sides'
+    sizes (its ``match_shapes`` in the ladders file): it would never rate the match predicted."""
+    from worker.policy.shapes import REASON_CODE
+
+    shapes = ladder_policies()[ladder].shapes
+    refusal = None if shapes is None or len(sides) < 2 or not all(sides) else shapes.refusal([len(s) for s in sides], ladder)
+    if refusal is not None:
+        err.print(f"cannot predict ({REASON_CODE}): {refusal.split('. Fix:')[0]}", markup=False)
+        raise typer.Exit(2)
+
+
 def predict(
     ladder: Annotated[str, typer.Argument(help="Ladder name.")],
     side: Annotated[list[str], typer.Option("--side", help="A side's player ids, comma-separated; give it "
@@ -125,6 +137,7 @@ def predict(
 
     require_known_ladder(ladder)
     sides = [[p.strip() for p in s.split(",") if p.strip()] for s in side]
+    _require_rated_shape(ladder, sides)
     with open_database() as conn:
         policy, _ = _in_force(conn, ladder)
         states = repository.player_states(conn, ladder, [p for s in sides for p in s])
