@@ -1,6 +1,8 @@
 """``leaderboard --json``/``--csv``, ``export`` and ``history --json`` of a ladder rated with
 uncertainty (Glicko-2), from the real CLI against the session's servers and workers: every output
-gives the table's ranking (by rating - 2 x deviation at the moment shown), the deviation and the marks."""
+gives the table's ranking (by rating - 2 x deviation at the moment shown), the deviation and the marks;
+an --at before the stored state, a predicted shape the ladder does not rate and an unknown ladder
+given to ``events`` exit 2."""
 
 from __future__ import annotations
 
@@ -115,3 +117,23 @@ def test_an_at_before_a_shown_players_latest_match_is_refused(glicko2_players):
     # ann and bob last played 2026-05-01: a prediction of theirs only may be asked as of 2026-05-02
     assert run_cli(env, "predict", "glicko2", "--side", "ann", "--side", "bob", "--at", "2026-05-02T00:00:00Z"
                    ).returncode == 0
+
+
+@pytest.mark.parametrize(("ladder", "sides"), [
+    ("sedma", ["a,b", "c"]),  # sedma rates 1v1 and 2v2, all sides the same size
+    ("sedma", ["a", "b", "c"]),  # and two sides only
+    ("elo", ["a,b", "c"]),  # elo declares nothing: 1v1 only
+])
+def test_predict_refuses_a_shape_the_ladder_does_not_rate(clean, ladder, sides):
+    args = [a for s in sides for a in ("--side", s)]
+    done = run_cli(clean, "predict", ladder, *args)
+    assert done.returncode == 2, done.stdout
+    assert "unsupported_match_shape" in done.stderr and "v".join(str(len(s.split(","))) for s in sides) in done.stderr
+    assert run_cli(clean, "predict", "sedma", "--side", "a,b", "--side", "c,d").returncode == 0
+
+
+@pytest.mark.parametrize("command", ["read", "snapshot"])
+def test_events_of_an_unknown_ladder_exit_2_like_verify(clean, command):
+    done = run_cli(clean, "events", command, "--ladder", "chess")
+    assert done.returncode == 2 and "unknown ladder 'chess'" in done.stderr, done.stderr
+    assert run_cli(clean, "events", command, "--ladder", "elo").returncode == 0

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from worker.cli.common import console, open_database
+from worker.cli.common import console, open_database, require_known_ladder
 from worker.settings import get_settings
 from worker.store.event_log import prune_outbox, read_events, read_snapshot
 
@@ -40,7 +40,10 @@ def events_read(
 
     Events older than the retention (RATINGS_OUTBOX_RETENTION_DAYS) are pruned: when the first sequence
     printed for a player is above --after-sequence + 1, take `ratings events snapshot` for that player.
+    An unknown --ladder exits 2.
     """
+    if ladder is not None:
+        require_known_ladder(ladder)
     with open_database(autocommit=True) as conn:
         _write(read_events(conn, ladder, player, after_sequence))
 
@@ -48,7 +51,9 @@ def events_read(
 @events_app.command("snapshot")
 def events_snapshot(ladder: LadderOpt = None, player: PlayerOpt = None) -> None:
     """Print each player's current rating and last event sequence, one JSON object a line
-    (ladder, player_id, rating, games_played, sequence)."""
+    (ladder, player_id, rating, games_played, sequence). An unknown --ladder exits 2."""
+    if ladder is not None:
+        require_known_ladder(ladder)
     with open_database(autocommit=True) as conn:
         _write(read_snapshot(conn, ladder, player))
 
