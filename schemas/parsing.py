@@ -183,7 +183,10 @@ def parse_match_finished(raw: bytes | str | Mapping[str, Any] | object) -> Match
     """
     if isinstance(raw, MatchFinished):
         return raw
-    obj = _object(raw, _HINTS)
+    try:
+        obj = _object(raw, _HINTS)
+    except InvalidMessage as exc:  # keep the match id where the body still tells it
+        raise InvalidMessage(exc.reason_code, exc.detail, _readable_match_id(raw)) from None
     match_id = obj.get("match_id")
     match_id = match_id if is_valid_id(match_id) else None
     try:
@@ -191,6 +194,44 @@ def parse_match_finished(raw: bytes | str | Mapping[str, Any] | object) -> Match
     except ValidationError as exc:
         reason_code, detail = _explain(exc, _HINTS)
         raise InvalidMessage(reason_code, detail, match_id) from None
+
+
+def _first_occurrence(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        obj.setdefault(key, value)
+    return obj
+
+
+_LENIENT_DECODER = json.JSONDecoder(object_pairs_hook=_first_occurrence)
+"""A decoder that accepts what :data:`_DECODER` refuses (repeated keys: the first occurrence kept;
+NaN and Infinity), used only to read the match id of a message already refused."""
+
+
+def _readable_match_id(raw: object) -> str | None:
+    """The match id of a refused message when it can still be read: the top-level ``match_id``
+    (its first occurrence) of a body that is JSON but for repeated keys, NaN or Infinity, or of a
+    decoded object; ``None`` when there is none, it is not a valid id, or the body is not readable."""
+    if isinstance(raw, Mapping):
+        candidate = raw.get("match_id")
+    else:
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            try:
+                text = bytes(raw).decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        elif isinstance(raw, str):
+            text = raw
+        else:
+            return None
+        if len(text) > MAX_MESSAGE_BYTES:
+            return None
+        try:
+            obj = _LENIENT_DECODER.decode(text.removeprefix("\ufeff"))
+        except (ValueError, RecursionError):
+            return None
+        candidate = obj.get("match_id") if isinstance(obj, dict) else None
+    return candidate if is_valid_id(candidate) else None
 
 
 def parse_annul_matches(raw: bytes | str | Mapping[str, Any] | object) -> AnnulMatches:

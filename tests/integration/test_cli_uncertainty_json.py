@@ -2,7 +2,7 @@
 uncertainty (Glicko-2), from the real CLI against the session's servers and workers: every output
 gives the table's ranking (by rating - 2 x deviation at the moment shown), the deviation and the marks;
 an --at before the stored state, a predicted shape the ladder does not rate and an unknown ladder
-given to ``events`` exit 2."""
+given to ``events`` exit 2; a dead letter with a repeated key or NaN keeps its match id."""
 
 from __future__ import annotations
 
@@ -137,3 +137,14 @@ def test_events_of_an_unknown_ladder_exit_2_like_verify(clean, command):
     done = run_cli(clean, "events", command, "--ladder", "chess")
     assert done.returncode == 2 and "unknown ladder 'chess'" in done.stderr, done.stderr
     assert run_cli(clean, "events", command, "--ladder", "elo").returncode == 0
+
+
+def test_a_dead_letter_with_a_repeated_key_or_nan_keeps_its_match_id(clean, publisher):
+    """Through the workers: both bodies are dead letters filed under their match id."""
+    body = json.dumps(match("dup-key-1", "ann", "bob"))
+    publisher(body[:-1] + ', "ladder": "elo"}')
+    publisher(body.replace("dup-key-1", "nan-1")[:-1] + ', "weight": NaN}')
+    assert clean.wait_drained(2).dead_letters == 2
+    with clean.connect() as conn:
+        rows = conn.execute("SELECT reason_code, match_id FROM dead_letters ORDER BY id").fetchall()
+    assert sorted(rows) == [("not_json", "nan-1"), ("schema_violation", "dup-key-1")]
