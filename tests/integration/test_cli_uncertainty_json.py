@@ -148,3 +148,19 @@ def test_a_dead_letter_with_a_repeated_key_or_nan_keeps_its_match_id(clean, publ
     with clean.connect() as conn:
         rows = conn.execute("SELECT reason_code, match_id FROM dead_letters ORDER BY id").fetchall()
     assert sorted(rows) == [("not_json", "nan-1"), ("schema_violation", "dup-key-1")]
+
+
+def test_verify_names_the_fields_of_a_difference(glicko2_players):
+    """A tampered deviation: verify's text line names rating, games, deviation, volatility and the
+    last match (UTC), never a Python repr."""
+    env = glicko2_players
+    with env.connect() as conn:
+        conn.execute("UPDATE players SET deviation = 123.5 WHERE ladder = 'glicko2' AND player_id = 'bob'")
+    done = run_cli(env, "verify", "--ladder", "glicko2")
+    assert done.returncode == 1
+    [line] = [x for x in done.stdout.splitlines() if x.strip().startswith("bob:")]
+    assert "StoredState" not in line and "(" not in line, line
+    stored, replayed = line.split(": stored ", 1)[1].split("; replayed ")
+    assert stored.startswith("rating ") and ", games 1, deviation 123.5, volatility " in stored, line
+    assert stored.endswith("last_played 2026-05-01T12:00:00+00:00"), line
+    assert "deviation 123.5" not in replayed and replayed.endswith("last_played 2026-05-01T12:00:00+00:00"), line

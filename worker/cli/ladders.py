@@ -217,20 +217,34 @@ def verify(
         raise typer.Exit(ExitCode.FINDINGS)
 
 
+def _state_fields(value: tuple[float | int | None, ...] | None) -> dict[str, Any] | None:
+    """A stored or replayed state of ``verify`` by name: rating and games, and on a ladder rated with
+    uncertainty its deviation, volatility and last match time (seconds since the epoch)."""
+    if value is None:
+        return None
+    state = {"rating": value[0], "games": value[1]}
+    if len(value) > 2:
+        state.update(zip(("deviation", "volatility", "last_played"), value[2:]))
+    return state
+
+
+def _state_text(value: tuple[float | int | None, ...] | None) -> str:
+    """A state of ``verify`` for people: ``rating 1215.0, games 1`` (plus deviation, volatility and
+    the last match as UTC time on a ladder rated with uncertainty); ``none`` when absent."""
+    fields = _state_fields(value)
+    if fields is None:
+        return "none"
+    if fields.get("last_played") is not None:
+        fields["last_played"] = datetime.fromtimestamp(fields["last_played"], UTC).isoformat()
+    return ", ".join(f"{k} {v!r}" if isinstance(v, float) else f"{k} {v}" for k, v in fields.items())
+
+
 def _verify_json(result: VerifyResult) -> dict[str, Any]:
     """One ladder's :class:`worker.ops.verify.VerifyResult` as ``verify --json`` prints it."""
-    def pair(value: tuple[float | int | None, ...] | None) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        state = {"rating": value[0], "games": value[1]}
-        if len(value) > 2:  # a ladder rated with uncertainty: its deviation, volatility, last match time
-            state.update(zip(("deviation", "volatility", "last_played"), value[2:]))
-        return state
-
     return {"ladder": result.ladder, "ok": result.ok, "matches": result.matches, "players": result.players,
             "policy_version": result.policy_version, "configured_version": result.configured_version,
             "apply_order": result.apply_order,
-            "differences": [{"player_id": pid, "stored": pair(have), "replayed": pair(want)}
+            "differences": [{"player_id": pid, "stored": _state_fields(have), "replayed": _state_fields(want)}
                             for pid, have, want in result.differences]}
 
 
@@ -246,7 +260,8 @@ def _print_verify(result: VerifyResult) -> None:
         console.print(f"  note: the ladders file has policy {result.configured_version} for {name}; "
                       f"{result.policy_version} stays in force until `ratings rebuild --ladder {name}`")
     for pid, have, want in result.differences[:20]:
-        console.print(f"  {pid}: stored {have}, replayed {want}")
+        console.print(f"  {pid}: stored {_state_text(have)}; replayed {_state_text(want)}", highlight=False,
+                      soft_wrap=True)
 
 
 class ExportFormat(str, Enum):
