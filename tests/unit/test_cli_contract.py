@@ -35,7 +35,7 @@ def test_version_prints_the_version_of_the_project_file():
 PANELS = {
     "Service": {"migrate", "worker", "relay", "api"},
     "Operations": {"doctor", "verify", "publish", "rebuild", "rebuilds", "dead-letters", "events", "outbox"},
-    "Ladders and organisers": {"leaderboard", "history", "export", "import", "annul", "policy"},
+    "Ladders and organisers": {"leaderboard", "history", "predict", "export", "import", "annul", "policy"},
     "Development and evaluation": {"evaluate", "check-published", "generate", "import-football", "demo", "bench"},
 }
 
@@ -62,6 +62,9 @@ def test_help_groups_every_command_under_the_people_who_use_it():
     ["doctor", "--max-queue-depth", "many"],  # a value click refuses
     ["leaderboard", "--ladder", "chess"],  # a ladder the ladders file does not configure
     ["verify", "--ladder", "chess", "--json"],
+    ["events", "read", "--ladder", "chess"],
+    ["events", "snapshot", "--ladder", "chess"],
+    ["predict", "sedma", "--side", "a,b", "--side", "c"],  # a shape the ladder does not rate
     ["evaluate"],  # options that do not go together: no history named
 ])
 def test_a_wrong_command_line_exits_2(args):

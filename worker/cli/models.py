@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional
 import typer
 from rich.table import Table
 
-from worker.cli.common import console, err, ladder_policies, open_database, require_known_ladder
+from worker.cli.common import ExitCode, console, err, ladder_policies, open_database, require_known_ladder
 
 if TYPE_CHECKING:
     from worker.store.standings import BoardRow
@@ -36,10 +36,10 @@ def _moment(at: str | None) -> float:
         moment = datetime.fromisoformat(at)
     except ValueError as exc:
         err.print(f"--at {at!r}: not an ISO 8601 date-time ({exc})")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     if moment.tzinfo is None:
         err.print(f"--at {at!r}: give a UTC offset (e.g. 2026-05-01T18:00:00Z)")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     return moment.timestamp()
 
 
@@ -66,7 +66,7 @@ def _refuse_the_past(moment: float, states: dict[str, Any], shown: list[str], at
         when = datetime.fromtimestamp(last, UTC).isoformat()
         err.print(f"--at {at!r} is before the latest stored match of {who!r} ({when}) (at_before_latest_match): "
                   "ratings are stored after every match, not as of a past moment; give an --at at or after it")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
 
 
 def uncertainty_board(conn: Any, ladder: str, top: int | None, at: str | None) -> UncertaintyBoard | None:
@@ -117,7 +117,7 @@ def _require_rated_shape(ladder: str, sides: list[list[str]]) -> None:
     refusal = None if shapes is None or len(sides) < 2 or not all(sides) else shapes.refusal([len(s) for s in sides], ladder)
     if refusal is not None:
         err.print(f"cannot predict ({REASON_CODE}): {refusal.split('. Fix:')[0]}", markup=False)
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
 
 
 def predict(
@@ -129,7 +129,8 @@ def predict(
                                               "player's latest stored match (exit 2).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on standard output.")] = False,
 ) -> None:
-    """Win probability of each side, draw probability (where the model has one) and match quality of
+    """Win probability of each side (they sum to 1), draw probability (where the model has one: a
+    separate figure, not part of that sum) and match quality of
     a proposed match between players of a ladder, from their stored ratings (a player without one
     starts from the ladder's initial rating)."""
     from worker import store as repository
@@ -147,7 +148,7 @@ def predict(
         result = prediction(sides, states, policy, moment)
     except ValueError as exc:
         err.print(f"cannot predict: {exc}")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     if as_json:
         print(json.dumps(prediction_dict(sides, result)))
         return
@@ -159,6 +160,6 @@ def predict(
         table.add_row(str(n), ", ".join(players), f"{p:.4f}")
     console.print(table)
     draw = "none (the model has no draw probability)" if result.draw_probability is None \
-        else f"{result.draw_probability:.4f}"
+        else f"{result.draw_probability:.4f} (separate: the win probabilities above sum to 1 without it)"
     console.print(f"draw probability: {draw}")
     console.print(f"match quality: {result.quality:.4f}")
