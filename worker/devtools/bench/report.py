@@ -206,15 +206,18 @@ def print_models_service(console: Console, models: dict[str, Any]) -> None:
     t = Table(title=f"service by rating model: consumers only, {models['matches']:,} matches per run, "
                     f"{models['workers']} worker processes, same matches on each ladder")
     for col in ("round", "order", *[f"{ladder}/s" for ladder in ladders],
-                *[f"CPU ms/match {ladder}" for ladder in ladders], *[f"{ladder} / {base}" for ladder in ladders[1:]]):
+                *[f"CPU ms/match {ladder}" for ladder in ladders], *[f"{ladder} / {base}" for ladder in ladders[1:]],
+                *[f"per CPU s, {ladder} / {base}" for ladder in ladders[1:]]):
         t.add_column(col, justify="left" if col == "order" else "right")
     for r in models["per_round"]:
         t.add_row(str(r["round"]), ", ".join(r["order"]), *[_n(r["per_s"][ladder]) for ladder in ladders],
                   *[f"{r['cpu_per_match_ms'][ladder]:.3f}" for ladder in ladders],
-                  *[f"{r['over_elo'][ladder]:.1%}" for ladder in ladders[1:]])
+                  *[f"{r['over_elo'][ladder]:.1%}" for ladder in ladders[1:]],
+                  *[f"{r['cpu_over_elo'][ladder]:.1%}" for ladder in ladders[1:]])
     t.add_row("median", "", *[_n(models["per_s"][ladder]) for ladder in ladders],
               *[f"{models['cpu_per_match_ms'][ladder]:.3f}" for ladder in ladders],
-              *[f"{models['over_elo'][ladder]['median']:.1%}" for ladder in ladders[1:]])
+              *[f"{models['over_elo'][ladder]['median']:.1%}" for ladder in ladders[1:]],
+              *[f"{models['cpu_over_elo'][ladder]['median']:.1%}" for ladder in ladders[1:]])
     console.print(t)
 
 
