@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from worker.cli.common import console, err, ladder_policies, open_database, require_known_ladder
+from worker.cli.exit_codes import ExitCode
 
 
 def _in_force(conn: Any, ladder: str) -> tuple[Any, dict[str, Any] | None]:
@@ -33,10 +34,10 @@ def _moment(at: str | None) -> float:
         moment = datetime.fromisoformat(at)
     except ValueError as exc:
         err.print(f"--at {at!r}: not an ISO 8601 date-time ({exc})")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     if moment.tzinfo is None:
         err.print(f"--at {at!r}: give a UTC offset (e.g. 2026-05-01T18:00:00Z)")
-        raise typer.Exit(2)
+        raise typer.Exit(ExitCode.USAGE)
     return moment.timestamp()
 
 
@@ -106,7 +107,7 @@ def predict(
         result = prediction(sides, states, policy, _moment(at))
     except ValueError as exc:
         err.print(f"cannot predict: {exc}")
-        raise typer.Exit(2) from exc
+        raise typer.Exit(ExitCode.USAGE) from exc
     if as_json:
         print(json.dumps(prediction_dict(sides, result)))
         return
