@@ -82,33 +82,31 @@ def plackett_luce(
         Omega_i = sigma_i^2 / c * sum_q ([q = i] - p_iq) / A_q
         Delta_i = gamma_i * sigma_i^2 / c^2 * sum_q p_iq (1 - p_iq) / A_q,  gamma_i = sigma_i / c
 
-    The exponentials are taken relative to the largest mu_s / c (the ratios are unchanged), so no
-    realistic rating overflows them.
+    The exponentials of each C_q are taken relative to its largest mu_s / c (the ratios are
+    unchanged), so no rating overflows them and no C_q's sum underflows to 0.
     """
     k = len(mus)
     c = math.sqrt(sum(variances) + k * beta * beta)
-    top = max(mus) / c
-    strengths = [math.exp(mu / c - top) for mu in mus]
+    scaled = [mu / c for mu in mus]
+    # Each C_q's exponentials are taken relative to its own largest mu_s / c: relative to the
+    # match's largest, a set of sides far below it underflows to a sum of 0.
+    tops = []
     sum_q = []
     a = []
     for q in range(k):
         rank_q = ranks[q]
-        total = 0.0
-        count = 0
-        for s in range(k):
-            if ranks[s] >= rank_q:
-                total += strengths[s]
-                if ranks[s] == rank_q:
-                    count += 1
-        sum_q.append(total)
-        a.append(count)
+        members = [s for s in range(k) if ranks[s] >= rank_q]
+        top = max(scaled[s] for s in members)
+        tops.append(top)
+        sum_q.append(math.fsum(math.exp(scaled[s] - top) for s in members))
+        a.append(sum(1 for s in members if ranks[s] == rank_q))
     updates = []
     for i in range(k):
         omega = 0.0
         delta = 0.0
         for q in range(k):
             if ranks[q] <= ranks[i]:
-                p = strengths[i] / sum_q[q]
+                p = math.exp(scaled[i] - tops[q]) / sum_q[q]
                 delta += p * (1.0 - p) / a[q]
                 omega += ((1.0 - p) if q == i else -p) / a[q]
         variance = variances[i]

@@ -30,6 +30,7 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
          "--hot-lock-seconds", "1", "--durability-matches", "200", "--durability-rounds", "1",
          "--producer-matches", "50", "--paired-rounds", "2", "--paired-matches", "100", "--paired-workers", "1,2",
          "--api-seconds", "0",  # the read API part: test_bench_api.py
+         "--model-rounds", "1",
          "--output", str(output)],
         env=env, capture_output=True, text=True, timeout=280,
     )
@@ -59,7 +60,9 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     assert service["batch_size"] == 100
     assert kinds == {"noop", "noop_preloaded", "noop_unbatched", "noop_unbatched_preloaded", "uniform_full_load",
                      "uniform_preloaded", "uniform_half_load", "hot_players_full_load", "hot_players_row_locked_1s",
-                     "late_arrivals_full_load"}
+                     "late_arrivals_full_load", "model_sedma_preloaded", "model_glicko2_preloaded",
+                     "model_plackett_luce_preloaded"}
+    _check_rating_models(results)
     # the late-arrival run (10 % delivered 500 matches late by default) beside the in-order run of its size
     late = service["late_arrivals"]
     assert {"per_s", "in_order_per_s", "late_matches", "corrections", "largest_correction", "placed_at_end"} <= set(late)
@@ -166,3 +169,29 @@ def test_bench_runs_and_writes_every_figure(servers, tmp_path) -> None:
     client = redis.Redis.from_url(broker_url)
     assert service["queues"] and service["streams"] and len(paired["queues"]) == len(paired["streams"]) == 3
     assert not client.exists(*service["queues"], *service["streams"], *paired["queues"], *paired["streams"])
+
+
+def _check_rating_models(results: dict) -> None:
+    """The rating models' figures: the service comparison (the same matches, consumers only, on the
+    Elo, Glicko-2 and Weng-Lin ladders, each run's matches all rated on its own ladder, ratios taken
+    within the round) and each model's engine rate beside Elo's on the same matches."""
+    service, engine = results["service"], results["engine"]
+    models = service["models"]
+    assert models["ladders"] == ["sedma", "glicko2", "plackett_luce"] and models["matches"] == 200
+    [only] = models["per_round"]
+    for ladder in ("glicko2", "plackett_luce"):
+        assert only["over_elo"][ladder] == round(only["per_s"][ladder] / only["per_s"]["sedma"], 3)
+        assert only["cpu_over_elo"][ladder] == round(
+            only["cpu_per_match_ms"]["sedma"] / only["cpu_per_match_ms"][ladder], 3)
+        assert models["over_elo"][ladder]["median"] == only["over_elo"][ladder]
+    for run in service["runs"]:
+        if run["kind"].startswith("model_"):
+            assert run["kind"] == f"model_{run['ladder']}_preloaded" and run["applied_on_ladder"] == 200
+    assert {f"consumers only, {ladder} ladder / sedma (Elo) ladder, 1 worker processes, median of 1 rounds"
+            for ladder in ("glicko2", "plackett_luce")} <= {t["target"] for t in results["targets"]}
+    assert {"fast_replay_per_s", "elo_fast_replay_per_s"} <= set(engine["glicko2_1v1"])
+    for shape in ("1v1", "5v5"):
+        row = engine["weng_lin"][shape]
+        assert row["elo_fast_replay_per_s"] > 0
+        for model in ("plackett_luce", "bradley_terry_full", "thurstone_mosteller_full"):
+            assert row[f"{model}_fast_replay_per_s"] > 0 and row[f"{model}_replay_per_s"] > 0

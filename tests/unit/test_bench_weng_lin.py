@@ -14,12 +14,19 @@ def test_generated_team_matches_have_distinct_players_and_increasing_times() -> 
 
 
 def test_the_bench_reports_every_model_beside_elo_and_openskill() -> None:
-    """A tiny run gives a positive matches/s for each model, Elo and openskill (installed by the
-    test extra), for 1v1 and 5v5."""
+    """A tiny run gives a positive matches/s for each model (replay and fast replay), Elo (both)
+    and openskill (installed by the test extra), for 1v1 and 5v5."""
     results = weng_lin_speed(matches=50, repeats=1)
     for shape in ("1v1", "5v5"):
         row = results[shape]
-        assert row["elo_replay_per_s"] > 0
+        assert row["elo_replay_per_s"] > 0 and row["elo_fast_replay_per_s"] > 0
         for model in ALL_MODELS:
-            assert row[f"{model}_replay_per_s"] > 0
+            assert row[f"{model}_replay_per_s"] > 0 and row[f"{model}_fast_replay_per_s"] > 0
             assert row[f"{model}_openskill_per_s"] > 0
+
+
+def test_only_the_models_asked_for_are_measured() -> None:
+    """``models`` limits the run (the bench measures the three shipped ladders' models)."""
+    results = weng_lin_speed(matches=20, repeats=1, models=("plackett_luce",))
+    assert sorted(k for k in results["1v1"] if k.endswith("_fast_replay_per_s")) == [
+        "elo_fast_replay_per_s", "plackett_luce_fast_replay_per_s"]

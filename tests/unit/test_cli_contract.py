@@ -35,7 +35,7 @@ def test_version_prints_the_version_of_the_project_file():
 PANELS = {
     "Service": {"migrate", "worker", "relay", "api"},
     "Operations": {"doctor", "verify", "publish", "rebuild", "rebuilds", "dead-letters", "events", "outbox"},
-    "Ladders and organisers": {"leaderboard", "history", "predict", "export", "import", "annul", "policy"},
+    "Ladders and organisers": {"leaderboard", "history", "export", "import", "annul", "policy", "predict"},
     "Development and evaluation": {"evaluate", "check-published", "generate", "import-football", "demo", "bench"},
 }
 

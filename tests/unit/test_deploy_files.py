@@ -818,7 +818,8 @@ def test_ladders_configmap_is_mounted_and_matches_the_package(tmp_path):
     """ratings-ladders holds worker/ladders.toml, mounted where RATINGS_LADDERS_FILE points."""
     ladders_file = Path(_config()["RATINGS_LADDERS_FILE"])
     data = _find("ConfigMap", "ratings-ladders")["data"]
-    assert set(data) == {ladders_file.name, "sedma.toml", "elo.toml"}
+    shipped = {p.name for p in (DEFAULT_LADDERS_FILE.parent / "policies").glob("*.toml")}
+    assert set(data) == {ladders_file.name} | shipped
     # The ConfigMap is flat: the policy files sit beside ladders.toml in the mounted folder.
     for name, text in data.items():
         (tmp_path / name).write_text(text)

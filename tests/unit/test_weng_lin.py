@@ -304,3 +304,19 @@ def test_extreme_ratings_give_finite_results_and_a_positive_sigma(
         assert math.isfinite(change.rating_after)
         assert change.deviation_after is not None and 0.0 < change.deviation_after < math.inf
         assert 0.0 <= change.expected_score <= 1.0
+
+
+def test_plackett_luce_rates_sides_far_below_the_winner_without_dividing_by_zero() -> None:
+    """Found by the property above: a winner 20,000 points above two sides with tiny deviations left
+    every other side's exponential, taken relative to the winner's, at 0, and C_q of the two below it
+    summed to 0. Each C_q now has its own reference: the two below, level before, come out finite, in
+    their finishing order, and the one that finished second gains what the third loses (equal
+    deviations, so the steps are opposite)."""
+    sides = (Participant("top"),), (Participant("second"),), (Participant("third"),)
+    states = {"top": PlayerState(10_000.0, deviation=0.001), "second": PlayerState(-10_000.0, deviation=0.001),
+              "third": PlayerState(-10_000.0, deviation=0.001)}
+    changes = {c.player_id: c for c in WengLinPolicy(model="plackett_luce").rate(FreeForAll("m", sides, (1, 2, 3)), states)}
+    second, third = changes["second"], changes["third"]
+    assert all(math.isfinite(c.rating_after) for c in changes.values())
+    assert second.rating_after > -10_000.0 > third.rating_after
+    assert second.rating_after + 10_000.0 == pytest.approx(-10_000.0 - third.rating_after, rel=1e-12)

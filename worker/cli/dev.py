@@ -70,6 +70,7 @@ def bench(
     paired_rounds: Annotated[int, typer.Option(help="Alternating rounds, consumers only, of the no-op and the rating path at each --paired-workers count, each ratio taken within a round (0: skip).", min=0)] = 5,
     paired_matches: Annotated[int, typer.Option(help="Messages per run of a paired round.", min=10)] = 5_000,
     paired_workers: Annotated[str, typer.Option(help="Worker process counts of the paired rounds' rating runs, comma-separated (the main count is added).")] = "2,8",
+    model_rounds: Annotated[int, typer.Option(help="Rounds of the rating-model comparison at the main worker count: the same --matches, consumers only, on the Elo, Glicko-2 and Weng-Lin ladders in turns (0: skip).", min=0)] = 3,
     ledger_size: Annotated[int, typer.Option(help="Matches of the generated ledger that verify replays (timed at 10, 30 and 100 %).", min=0)] = 1_000_000,
     ledger_players: Annotated[int, typer.Option(help="Players of the generated ledger.", min=2)] = 10_000,
     engine_matches: Annotated[int, typer.Option(help="Matches per engine-speed measurement.", min=1000)] = 200_000,
@@ -102,6 +103,6 @@ def bench(
         seed=seed, output=output, hot_lock_seconds=hot_lock_seconds, durability_matches=durability_matches,
         durability_rounds=durability_rounds, late_share=late_share, late_by=late_by,
         paired_rounds=paired_rounds, paired_matches=paired_matches, paired_workers=paired,
-        api_seconds=api_seconds, api_concurrency=api_concurrency,
+        api_seconds=api_seconds, api_concurrency=api_concurrency, model_rounds=model_rounds,
     )
     raise typer.Exit(tools.run_bench(config))

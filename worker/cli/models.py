@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional
 import typer
 from rich.table import Table
 
-from worker.cli.common import ExitCode, console, err, ladder_policies, open_database, require_known_ladder
+from worker.cli.common import console, err, ladder_policies, open_database, require_known_ladder
+from worker.cli.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from worker.store.standings import BoardRow

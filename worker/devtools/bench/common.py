@@ -52,6 +52,9 @@ class BenchConfig:
     """Messages per run of a paired round."""
     paired_workers: list[int] = field(default_factory=lambda: [2, 8])
     """Worker counts of the paired part's rating runs (with the main count)."""
+    model_rounds: int = 3
+    """Rounds of the rating-model comparison at the main worker count (:func:`.service.model_comparison`:
+    the same matches, consumers only, on the Elo ladder and on uncertainty ladders in turns; 0: skip)."""
     ledger_size: int = 1_000_000
     ledger_players: int = 10_000
     engine_matches: int = 200_000

@@ -101,6 +101,13 @@ def engine_speed(config: BenchConfig) -> dict[str, Any]:
         for ms, pol in ((classic, elo), (sedma_1v1, sedma), (sedma_mixed, sedma))
     )
     results.update(_model_speed(pairs, elo, config))
+    from engine.weng_lin import MODELS
+    from worker.devtools.bench.weng_lin_speed import weng_lin_speed
+
+    # A tenth of the matches, as the Glicko-2 paths without their own fold: rates are per second
+    # whatever the count, and openskill's rate beside ours is slow.
+    progress.print("[bold]engine[/bold]: Weng-Lin models beside Elo, 1v1 and 5v5")
+    results["weng_lin"] = weng_lin_speed(max(1000, n // 10), repeats, config.seed + 3, MODELS)
     for group in ("classic_1v1", "sedma_1v1", "sedma_mixed_30pct_2v2"):
         results[group] = {k: (round(v) if isinstance(v, float) else v) for k, v in results[group].items()}
     return results

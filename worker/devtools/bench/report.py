@@ -79,7 +79,37 @@ def _print_models(console: Console, engine: dict[str, Any]) -> None:
         t.add_row("Glicko-2: fast replay per second of CPU time", _n(g1["fast_replay_per_cpu_s"]), "-")
     t.add_row("Glicko-2: engine.replay.replay", _n(g1["replay_per_s"]), _n(g5["replay_per_s"]))
     t.add_row("Glicko-2: engine.rate (public call)", _n(g1["rate_per_s"]), "-")
+    if wl := engine.get("weng_lin"):
+        _weng_lin_rows(t, wl)
     console.print(t)
+
+
+def _weng_lin_rows(t: Table, wl: dict[str, Any]) -> None:
+    """The Weng-Lin models' rows of the by-model table: their own matches (``weng_lin_speed``),
+    so their own Elo baseline first, each rate then with its share of that baseline."""
+    one, five = wl["1v1"], wl["5v5"]
+
+    def share(row: dict[str, Any], key: str, base: str) -> str:
+        return f"{_n(row[key])} ({row[key] / row[base]:.0%})" if row.get(key) and row.get(base) else _n(row.get(key))
+
+    t.add_section()
+    t.add_row(f"Weng-Lin matches ({wl['matches_1v1']:,} 1v1, {wl['matches_5v5']:,} 5v5): "
+              "Elo fast replay (baseline)", _n(one["elo_fast_replay_per_s"]), _n(five["elo_fast_replay_per_s"]))
+    t.add_row("Elo: engine.replay.replay (baseline)", _n(one["elo_replay_per_s"]), _n(five["elo_replay_per_s"]))
+    models = [k.removesuffix("_fast_replay_per_s") for k in one if k.endswith("_fast_replay_per_s")
+              and not k.startswith("elo_")]
+    for model in models:
+        key = f"{model}_fast_replay_per_s"
+        t.add_row(f"{model}: engine.fast_replay.replay (% of Elo's)", share(one, key, "elo_fast_replay_per_s"),
+                  share(five, key, "elo_fast_replay_per_s"))
+    for model in models:
+        key = f"{model}_replay_per_s"
+        t.add_row(f"{model}: engine.replay.replay (% of Elo's)", share(one, key, "elo_replay_per_s"),
+                  share(five, key, "elo_replay_per_s"))
+    for model in models:
+        key = f"{model}_openskill_per_s"
+        if one.get(key) is not None:
+            t.add_row(f"openskill {model} rate (for comparison)", _n(one[key]), _n(five[key]))
 
 
 def _print_durability(console: Console, durability: dict[str, Any]) -> None:
@@ -154,10 +184,40 @@ def _print_service(console: Console, service: dict[str, Any]) -> None:
                   f"{late['corrections']} corrections re-rated {late['matches_rerated']} matches, "
                   f"largest {late['largest_correction']}",
                   f"in order {_n(late['in_order_per_s'])}/s")
+    if models := service.get("models"):
+        for ladder, spread in models["over_elo"].items():
+            t.add_row(f"{ladder} ladder, consumers only (median of {models['rounds']} rounds; lowest - highest)",
+                      f"{_n(models['per_s'][ladder])}/s ({spread['median']:.0%}; "
+                      f"{spread['min']:.0%} - {spread['max']:.0%})",
+                      f"{models['ladders'][0]} (Elo) {_n(models['per_s'][models['ladders'][0]])}/s")
     if rss := service.get("rss"):
         t.add_row(f"worker RSS over {rss['matches_processed']:,} matches (all {rss['workers']} nodes)",
                   f"{rss['end_mib']} MiB ({rss['growth_from_warm_up_pct']:+} %)",
                   f"after warm-up {rss['after_warm_up_mib']} MiB, cold {rss['start_cold_mib']} MiB")
+    console.print(t)
+    if models := service.get("models"):
+        print_models_service(console, models)
+
+
+def print_models_service(console: Console, models: dict[str, Any]) -> None:
+    """The rating-model comparison: each round's consumers-only rate per ladder, CPU per match and
+    the uncertainty ladders' ratios to the Elo ladder within the round, then the medians."""
+    ladders, base = models["ladders"], models["ladders"][0]
+    t = Table(title=f"service by rating model: consumers only, {models['matches']:,} matches per run, "
+                    f"{models['workers']} worker processes, same matches on each ladder")
+    for col in ("round", "order", *[f"{ladder}/s" for ladder in ladders],
+                *[f"CPU ms/match {ladder}" for ladder in ladders], *[f"{ladder} / {base}" for ladder in ladders[1:]],
+                *[f"per CPU s, {ladder} / {base}" for ladder in ladders[1:]]):
+        t.add_column(col, justify="left" if col == "order" else "right")
+    for r in models["per_round"]:
+        t.add_row(str(r["round"]), ", ".join(r["order"]), *[_n(r["per_s"][ladder]) for ladder in ladders],
+                  *[f"{r['cpu_per_match_ms'][ladder]:.3f}" for ladder in ladders],
+                  *[f"{r['over_elo'][ladder]:.1%}" for ladder in ladders[1:]],
+                  *[f"{r['cpu_over_elo'][ladder]:.1%}" for ladder in ladders[1:]])
+    t.add_row("median", "", *[_n(models["per_s"][ladder]) for ladder in ladders],
+              *[f"{models['cpu_per_match_ms'][ladder]:.3f}" for ladder in ladders],
+              *[f"{models['over_elo'][ladder]['median']:.1%}" for ladder in ladders[1:]],
+              *[f"{models['cpu_over_elo'][ladder]['median']:.1%}" for ladder in ladders[1:]])
     console.print(t)
 
 

@@ -16,6 +16,7 @@ from worker.devtools.bench.cluster import (
 )
 from worker.devtools.bench.common import BenchConfig, progress
 from worker.devtools.bench.hot_lock import HOT_PLAYER, hot_lock_run
+from worker.devtools.bench.paired import round_order, spread
 from worker.settings import get_settings
 from worker.store.connection import connect
 
@@ -109,6 +110,10 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
                     service_matches(n, config.seed + 700, f"bench-hot-w{workers}", config.players,
                                     config.hot_share, config.hot_players), timeout) | {"workers": workers}
                 runs += [half, hot]
+                if config.model_rounds:
+                    out["models"] = model_comparison(cluster, config, timeout)
+                    runs += out["models"].pop("runs")
+                    processed += config.model_rounds * len(MODEL_LADDERS) * n
                 if config.hot_lock_seconds:
                     progress.print(f"  hot players, {HOT_PLAYER}'s row locked {config.hot_lock_seconds:g} s mid-run: "
                                    f"{n} matches")
@@ -165,6 +170,72 @@ def service_bench(config: BenchConfig, database_url: str, broker_url: str, log_d
     out["scaling"] = scaling
     out["runs"] = runs
     return out
+
+
+MODEL_LADDERS = ("sedma", "glicko2", "plackett_luce")
+"""The ladders of the rating-model comparison (``worker/ladders.toml``): the bench's Elo ladder
+first (Sedma: Elo with performance bonuses, the baseline), then Glicko-2 and Weng-Lin Plackett-Luce.
+Each accepts the bench's 1v1 and 2v2 matches."""
+
+
+def on_ladder(matches: list[dict[str, Any]], ladder: str, prefix: str) -> list[dict[str, Any]]:
+    """Copies of ``matches`` (JSON dicts) on ``ladder``, each match id prefixed with ``prefix``
+    (every run publishes ids of its own); players, sides, outcome and stats unchanged."""
+    return [m | {"ladder": ladder, "match_id": f"{prefix}{m['match_id']}"} for m in matches]
+
+
+def model_comparison(cluster: Cluster, config: BenchConfig, timeout: float) -> dict[str, Any]:
+    """Consumers-only throughput of each ladder of :data:`MODEL_LADDERS` on one cluster: the same
+    ``config.matches`` matches published to each ladder with the workers stopped, then drained
+    (:meth:`Cluster.run_matches` with ``preload``: tables and stream emptied before each run, so
+    every run starts from the same empty state). ``config.model_rounds`` rounds, the ladders' order
+    rotated each round so that none always runs first or last; each uncertainty ladder's figure is
+    divided by the Elo ladder's of the same round (``over_elo``; ``cpu_over_elo``: the Elo ladder's
+    service CPU milliseconds per match over the ladder's, i.e. matches per CPU second against
+    Elo's), and the ratios' median, lowest and highest kept.
+
+    Returns ``{"workers", "matches", "rounds", "ladders", "per_round": [{"round", "order",
+    "per_s": {ladder: matches/s}, "cpu_per_match_ms": {ladder: ms}, "over_elo": {ladder: ratio},
+    "cpu_over_elo": {ladder: ratio}}],
+    "over_elo" and "cpu_over_elo": {ladder: {"median", "min", "max", "per_round"}}, "per_s" and
+    "cpu_per_match_ms": {ladder: median},
+    "runs": [each run's figures]}``.
+    """
+    base, others = MODEL_LADDERS[0], MODEL_LADDERS[1:]
+    bodies = service_matches(config.matches, config.seed + 1100, "bench-models", config.players)
+    runs: list[dict[str, Any]] = []
+    rounds: list[dict[str, Any]] = []
+    for r in range(config.model_rounds):
+        order = round_order(list(MODEL_LADDERS), r)
+        progress.print(f"  rating models, round {r + 1} of {config.model_rounds}: {config.matches} matches on "
+                       f"each of {', '.join(order)} (consumers only)")
+        figures: dict[str, dict[str, Any]] = {}
+        for ladder in order:
+            figures[ladder] = cluster.run_matches(
+                f"model_{ladder}_preloaded", on_ladder(bodies, ladder, f"r{r + 1}-{ladder}-"), timeout,
+                preload=True) | {"workers": cluster.workers, "round": r + 1, "ladder": ladder}
+            with connect(cluster.database_url, autocommit=True) as conn:  # rated on that ladder, not another
+                figures[ladder]["applied_on_ladder"] = bench_sql.applied_on_ladder(conn, ladder)
+            runs.append(figures[ladder])
+        rounds.append({"round": r + 1, "order": order,
+                       "per_s": {ladder: figures[ladder]["per_s"] for ladder in MODEL_LADDERS},
+                       "cpu_per_match_ms": {ladder: figures[ladder]["cpu_per_message"]["service_total_ms"]
+                                            for ladder in MODEL_LADDERS},
+                       "over_elo": {ladder: round(figures[ladder]["per_s"] / figures[base]["per_s"], 3)
+                                    for ladder in others},
+                       # matches per second of the service's CPU time against the Elo ladder's: the
+                       # same question free of what else a shared machine ran meanwhile
+                       "cpu_over_elo": {ladder: round(figures[base]["cpu_per_message"]["service_total_ms"]
+                                                     / figures[ladder]["cpu_per_message"]["service_total_ms"], 3)
+                                        for ladder in others}})
+    return {"workers": cluster.workers, "matches": config.matches, "rounds": config.model_rounds,
+            "ladders": list(MODEL_LADDERS), "per_round": rounds,
+            "over_elo": {ladder: spread([r["over_elo"][ladder] for r in rounds]) for ladder in others},
+            "cpu_over_elo": {ladder: spread([r["cpu_over_elo"][ladder] for r in rounds]) for ladder in others},
+            "per_s": {ladder: spread([r["per_s"][ladder] for r in rounds])["median"] for ladder in MODEL_LADDERS},
+            "cpu_per_match_ms": {ladder: spread([r["cpu_per_match_ms"][ladder] for r in rounds])["median"]
+                                 for ladder in MODEL_LADDERS},
+            "runs": runs}
 
 
 def scaling_row(workers: int, noop: dict, noop_same: dict, unbatched_noop: dict | None, noop_preloaded: dict,

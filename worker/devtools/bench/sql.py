@@ -265,3 +265,8 @@ def lock_waits_of(conn: psycopg.Connection, player_id: str) -> tuple[int, int]:
     row = conn.execute("SELECT coalesce(sum(deferred_matches), 0), count(*) FROM player_lock_waits "
                        "WHERE player_id = %s", (player_id,)).fetchone()
     return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
+
+def applied_on_ladder(conn: psycopg.Connection, ladder: str) -> int:
+    """Matches in the ledger on ``ladder``."""
+    return int(scalar(conn.execute("SELECT count(*) FROM ledger WHERE ladder = %s", (ladder,))))

@@ -1,8 +1,9 @@
 """``ratings bench`` part: the Weng-Lin models' engine rate (no server), beside same-run baselines.
 
-For each model, matches per second of :func:`engine.replay.replay` over seeded 1v1 and 5v5
-matches, beside the Elo policy replaying the same matches in the same run and, when openskill is
-installed (the ``test`` extra), openskill's own ``rate`` over them. Run alone with
+For each model, matches per second of :func:`engine.replay.replay` and of
+:func:`engine.fast_replay.replay` over seeded 1v1 and 5v5 matches, beside the Elo policy replaying
+the same matches in the same run (both paths) and, when openskill is installed (the ``test``
+extra), openskill's own ``rate`` over them. ``ratings bench`` runs it in its engine part. Run alone with
 ``python -m worker.devtools.bench.weng_lin_speed [matches]``.
 """
 
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Sequence
 from typing import Any
 
+from engine.fast_replay import replay as fast_replay
 from engine.k_factor import ConstantK
 from engine.model import Match, Outcome, Participant
 from engine.policy import RatingPolicy
@@ -69,9 +72,13 @@ def _openskill_rate(model_name: str, matches: list[Match], repeats: int) -> floa
     return best_rate(run, repeats)
 
 
-def weng_lin_speed(matches: int = 20_000, repeats: int = 3, seed: int = 1) -> dict[str, Any]:
-    """Matches per second (rounded) of each Weng-Lin model's replay for 1v1 and 5v5, with the Elo
-    replay of the same matches and openskill's rate (or ``None``) measured in the same run."""
+def weng_lin_speed(matches: int = 20_000, repeats: int = 3, seed: int = 1,
+                   models: Sequence[str] = ALL_MODELS) -> dict[str, Any]:
+    """Matches per second (rounded) of each of ``models``' replay and fast replay for 1v1 and 5v5
+    (``matches`` 1v1 matches, a fifth as many 5v5), with the Elo policy's replay and fast replay of
+    the same matches and openskill's rate (or ``None``) measured in the same run, best of
+    ``repeats``. Keys of each shape's row: ``elo_replay_per_s``, ``elo_fast_replay_per_s`` and, per
+    model, ``<model>_replay_per_s``, ``<model>_fast_replay_per_s``, ``<model>_openskill_per_s``."""
     elo = RatingPolicy(k_factor=ConstantK(30.0))
     shapes = {
         "1v1": team_matches(matches, 1, 1000, seed),
@@ -80,17 +87,18 @@ def weng_lin_speed(matches: int = 20_000, repeats: int = 3, seed: int = 1) -> di
     results: dict[str, Any] = {"matches_1v1": len(shapes["1v1"]), "matches_5v5": len(shapes["5v5"]),
                                "repeats": repeats, "unit": "matches per second"}
     for shape, shape_matches in shapes.items():
-        def replay_with(policy: Any, ms: list[Match] = shape_matches) -> int:
-            replay(ms, policy)
-            return len(ms)
+        def rate_of(fold: Any, policy: Any, ms: list[Match] = shape_matches) -> int:
+            def run() -> int:
+                fold(ms, policy)
+                return len(ms)
+            return round(best_rate(run, repeats))
 
-        row: dict[str, Any] = {"elo_replay_per_s": round(best_rate(lambda: replay_with(elo), repeats))}
-        for model in ALL_MODELS:
+        row: dict[str, Any] = {"elo_replay_per_s": rate_of(replay, elo),
+                               "elo_fast_replay_per_s": rate_of(fast_replay, elo)}
+        for model in models:
             policy = WengLinPolicy(model=model)
-            def replay_model(p: WengLinPolicy = policy) -> int:
-                return replay_with(p)
-
-            row[f"{model}_replay_per_s"] = round(best_rate(replay_model, repeats))
+            row[f"{model}_replay_per_s"] = rate_of(replay, policy)
+            row[f"{model}_fast_replay_per_s"] = rate_of(fast_replay, policy)
             openskill = _openskill_rate(model, shape_matches, repeats)
             row[f"{model}_openskill_per_s"] = None if openskill is None else round(openskill)
         results[shape] = row
@@ -103,12 +111,15 @@ def main(argv: list[str]) -> None:
     results = weng_lin_speed(matches)
     print(f"Weng-Lin engine speed (matches/s, best of {results['repeats']}; "
           f"{results['matches_1v1']} 1v1 and {results['matches_5v5']} 5v5 matches)")
-    print(f"{'model':<26} {'1v1 ours':>10} {'1v1 openskill':>14} {'5v5 ours':>10} {'5v5 openskill':>14}")
+    widths = (10, 10, 14, 10, 10, 14)
+    print(f"{'model':<26} {'1v1 ours':>10} {'1v1 fast':>10} {'1v1 openskill':>14} {'5v5 ours':>10} "
+          f"{'5v5 fast':>10} {'5v5 openskill':>14}")
     for model in ALL_MODELS:
-        cells = [results[s][f"{model}_{k}_per_s"] for s in ("1v1", "5v5") for k in ("replay", "openskill")]
-        print(f"{model:<26} " + " ".join(f"{'-' if c is None else c:>{w}}" for c, w in zip(cells, (10, 14, 10, 14))))
-    print(f"{'elo (same run baseline)':<26} {results['1v1']['elo_replay_per_s']:>10} {'':>14} "
-          f"{results['5v5']['elo_replay_per_s']:>10}")
+        cells = [results[s][f"{model}_{k}_per_s"] for s in ("1v1", "5v5")
+                 for k in ("replay", "fast_replay", "openskill")]
+        print(f"{model:<26} " + " ".join(f"{'-' if c is None else c:>{w}}" for c, w in zip(cells, widths)))
+    elo = [results[s][k] for s in ("1v1", "5v5") for k in ("elo_replay_per_s", "elo_fast_replay_per_s")]
+    print(f"{'elo (same run baseline)':<26} {elo[0]:>10} {elo[1]:>10} {'':>14} {elo[2]:>10} {elo[3]:>10}")
 
 
 if __name__ == "__main__":
