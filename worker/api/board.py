@@ -63,7 +63,8 @@ def read_page(conn: Connection, ladder: str, generation: int, start: Cursor | No
         last = e.rating
         rows.append(Row(rank, e.player_id, e.rating, e.games))
     more = len(entries) > limit and rows
-    next_cursor = Cursor(at, generation, rows[-1].rating, rows[-1].player_id, seen, rank).encode() if more else None
+    next_cursor = Cursor(at, generation, rows[-1].rating, rows[-1].player_id, seen, rank,
+                                  ladder=ladder).encode() if more else None
     return Page(at, rows, next_cursor)
 
 
@@ -89,5 +90,5 @@ def uncertainty_page(conn: Connection, ladder: str, generation: int, at: datetim
     if seen < len(rows) and page:
         last = page[-1]
         next_cursor = Cursor(at, generation, chosen[-1].conservative, last.player_id, seen, seen,
-                             last.rank is None).encode()
+                             last.rank is None, ladder).encode()
     return Page(at, page, next_cursor)

@@ -93,7 +93,7 @@ def leaderboard_page(
         start = None
         if cursor:
             try:
-                start = Cursor.decode(cursor)
+                start = Cursor.decode(cursor, ladder)
             except InvalidCursor:
                 start = None
         if start is not None and (start.generation != generation or not math.isfinite(start.rating)):

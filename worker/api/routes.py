@@ -179,7 +179,7 @@ def _start(ladder: str, generation: int, cursor: str | None) -> Cursor | None:
     if cursor is None:
         return None
     try:
-        start = Cursor.decode(cursor)
+        start = Cursor.decode(cursor, ladder)
     except InvalidCursor as exc:
         raise ProblemError(400, "invalid_cursor", "Invalid cursor", str(exc)) from exc
     if not math.isfinite(start.rating):

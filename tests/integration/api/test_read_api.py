@@ -227,6 +227,19 @@ def test_unknown_ladder_and_player_are_problems_with_the_cli_reason_codes(api, r
     assert api.get("/v1/ladders/elo/leaderboard?cursor=not-a-cursor").body["code"] == "invalid_cursor"
 
 
+def test_a_cursor_of_one_ladder_is_invalid_on_another(env, api, publisher, rated):
+    """The next_cursor of an elo walk, given to the glicko2 ladder's leaderboard: 400 invalid_cursor,
+    where on elo it gives the next page."""
+    publisher(dict(elo_message("gl-cursor-1", "p01", "p02", 0, 4), ladder="glicko2"))
+    deadline = time.monotonic() + 60
+    while api.get("/v1/ladders/glicko2/leaderboard").status != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    cursor = api.get("/v1/ladders/elo/leaderboard?limit=5").body["next_cursor"]
+    assert api.get(f"/v1/ladders/elo/leaderboard?limit=5&cursor={cursor}").status == 200
+    other = api.get(f"/v1/ladders/glicko2/leaderboard?limit=5&cursor={cursor}")
+    assert (other.status, other.body["code"]) == (400, "invalid_cursor")
+
+
 def test_the_api_role_cannot_write(api_role_url):
     """A login role granted ratings_api reads the players and is refused any write."""
     with psycopg.connect(api_role_url, autocommit=True) as conn:
