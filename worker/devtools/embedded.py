@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 import redis
 
+from worker.devtools.tempdirs import traversable_temp_dir
 from worker.extras import require
 
 
@@ -69,7 +69,7 @@ class EmbeddedServers:
         Raises ``RuntimeError`` if Redis does not answer within 10 seconds.
         """
         own_state_dir = state_dir is None
-        state_dir = Path(tempfile.mkdtemp(prefix="ratings-servers-") if state_dir is None else state_dir).resolve()
+        state_dir = (traversable_temp_dir("ratings-servers-") if state_dir is None else Path(state_dir)).resolve()
         state_dir.mkdir(parents=True, exist_ok=True)
         servers = cls(state_dir, redis_durable=redis_durable, redis_password=redis_password,
                       _own_state_dir=own_state_dir)

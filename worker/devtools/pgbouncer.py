@@ -8,11 +8,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from worker.devtools.tempdirs import traversable_temp_dir
 from worker.store.urls import conninfo_params, url_with
 
 PGBOUNCER_BINARIES = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
@@ -53,8 +53,7 @@ class PgBouncer:
             raise RuntimeError("pgbouncer is not installed (Debian: apt-get install -y pgbouncer)")
         state_dir = Path(state_dir).resolve()
         if os.geteuid() == 0:  # PgBouncer runs as postgres, which may not enter root's folders (pytest's)
-            state_dir = Path(tempfile.mkdtemp(prefix="ratings-pgbouncer-"))
-            os.chmod(state_dir, 0o755)
+            state_dir = traversable_temp_dir("ratings-pgbouncer-")
         state_dir.mkdir(parents=True, exist_ok=True)
         up = conninfo_params(upstream_url)
         user = up.get("user") or "postgres"
