@@ -4,6 +4,12 @@ Each scenario gets its own database, queue and stream (or, when it restarts a se
 embedded PostgreSQL or Redis on a spare port), its own worker and relay processes, and ends with
 :meth:`Cluster.check_invariants`, which asserts the service's guarantees (``docs/design/index.md``) and returns the figures the
 suite prints at the end of the run.
+
+Every scenario rates on two models at once: :meth:`Cluster.matches` sends its generated matches in
+turn to an Elo ladder and to a Glicko-2 ladder (:data:`FAULT_LADDERS`), so each fault hits
+transactions of both models and the invariants (``verify`` bit-exact for every ladder, the event
+sequences, nothing lost or applied twice) are checked for both
+(``docs/decisions/0012-fault-suite-on-two-models.md``).
 """
 
 from __future__ import annotations
@@ -50,6 +56,11 @@ FAULT_SETTINGS = {
     # RabbitMQ: a frozen node's reserved messages come back after about two missed heartbeats.
     "RATINGS_RABBITMQ_HEARTBEAT": "5",
 }
+
+
+FAULT_LADDERS = ("sedma", "glicko2")
+"""The ladders a scenario's generated matches go to in turn: the Sedma Elo policy and the shipped
+Glicko-2 policy (the Sedma messages' stats unused there), both in ``worker/ladders.toml``."""
 
 
 RABBITMQ_SETTLE = 11.0
@@ -132,10 +143,12 @@ class Cluster:
         return sum(len(rx.findall(p.read_text(errors="replace"))) for p in self.log_dir.glob(f"{process}.log"))
 
     # -- messages
-    def matches(self, count: int, players: int = 60, seed: int = 1, prefix: str | None = None) -> list[dict]:
-        """``count`` generated Sedma matches as JSON dicts, unique to this scenario."""
-        return [m.model_dump(mode="json") for m in
-                generate_sedma_matches(count, players=players, seed=seed, id_prefix=prefix or self.name)]
+    def matches(self, count: int, players: int = 60, seed: int = 1, prefix: str | None = None,
+                ladders: tuple[str, ...] = FAULT_LADDERS) -> list[dict]:
+        """``count`` generated Sedma matches as JSON dicts, unique to this scenario, the ``n``-th
+        (from 0) on ``ladders[n % len(ladders)]``: the first is always on ``ladders[0]``."""
+        generated = generate_sedma_matches(count, players=players, seed=seed, id_prefix=prefix or self.name)
+        return [dict(m.model_dump(mode="json"), ladder=ladders[n % len(ladders)]) for n, m in enumerate(generated)]
 
     def publish(self, messages: list) -> None:
         self.published += publish_many(self.broker_url, self.queue, messages)

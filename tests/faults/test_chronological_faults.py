@@ -1,8 +1,11 @@
 """Late matches placed in their chronological position (``docs/decisions/0008-chronological-order.md``) under faults, with real worker
-processes: a worker child killed inside a correction (on an Elo and on a Glicko-2 ladder), two
-late matches whose corrections overlap, a correction racing `ratings rebuild`. Each time: nothing lost, nothing applied twice, verify exact,
-and the stored ratings equal a single-process chronological replay of every published message
-(:mod:`tests.reference_replay`, computed here from the messages, never from the store).
+processes: a worker child killed inside a correction, two late matches whose corrections overlap, a
+correction racing `ratings rebuild`. Each scenario's matches go in turn to the Sedma (Elo) ladder and
+the Glicko-2 ladder (:data:`tests.faults.conftest.FAULT_LADDERS`). Each time: nothing lost, nothing
+applied twice, verify exact, and every stored player state (rating, games; deviation, volatility and
+the time of the last match under Glicko-2) equals a single-process chronological replay of every
+published message bit for bit (:mod:`tests.reference_replay`, computed here from the messages, never
+from the store).
 """
 
 from __future__ import annotations
@@ -12,32 +15,45 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import psutil
 import psycopg
 import pytest
 
-from ..reference_replay import chronological_replay, chronological_states
+from ..reference_replay import chronological_states
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
 
 def split_late(messages: list[dict], every: int, before: int) -> tuple[list[dict], list[dict]]:
-    """(in time order, held back): every ``every``-th of the first ``before`` messages is held back,
-    to be published after the rest has been applied (so each is late for its players)."""
-    late = [m for n, m in enumerate(messages) if n < before and n % every == every - 1]
+    """(in time order, held back): of the first ``before`` messages, every ``every``-th of each
+    ladder is held back, to be published after the rest has been applied (so each is late for its
+    players). The held-back ones come grouped by ladder, each group in time order, so that
+    consecutive ones (a pair published at once) are on one ladder."""
+    seen: Counter[str] = Counter()
+    late = []
+    for m in messages[:before]:
+        seen[m["ladder"]] += 1
+        if seen[m["ladder"]] % every == 0:
+            late.append(m)
+    late.sort(key=lambda m: m["ladder"])  # stable: time order within a ladder
     held = {m["match_id"] for m in late}
     return [m for m in messages if m["match_id"] not in held], late
 
 
 def assert_chronological(cluster, messages: list[dict]) -> None:
-    """The stored (rating, games played) of every player equal the chronological replay of ``messages``."""
+    """Every stored player state equals the chronological replay of ``messages``: (rating, games
+    played, deviation, volatility, last_played), the last three ``None`` under Elo; no match was
+    placed at the end."""
     with psycopg.connect(cluster.database_url, autocommit=True) as conn:
-        stored = {(lad, pid): (r, g) for lad, pid, r, g in
-                  conn.execute("SELECT ladder, player_id, rating, games_played FROM players")}
+        stored = {(lad, pid): (r, g, d, v, lp) for lad, pid, r, g, d, v, lp in conn.execute(
+            "SELECT ladder, player_id, rating, games_played, deviation, volatility, last_played FROM players")}
         assert conn.execute("SELECT count(*) FROM ledger WHERE placed_at_end").fetchone()[0] == 0
-    assert stored == chronological_replay(messages)
+    expected = chronological_states(messages)
+    assert {lad for lad, _ in expected} == {m["ladder"] for m in messages}
+    assert stored == expected
 
 
 def corrections(cluster) -> tuple[int, int]:
@@ -49,11 +65,11 @@ def corrections(cluster) -> tuple[int, int]:
 
 @pytest.mark.parametrize("batch_size", [1], ids=["one-per-transaction"])
 def test_a_worker_child_killed_inside_a_correction_loses_nothing_and_applies_nothing_twice(cluster_factory):
-    """500 Sedma matches in time order, then the 40 held back from the first 400 (each late,
-    re-rating the later matches of its players), one per transaction; every 4th transaction that
-    makes a correction is SIGKILLed with everything written and no COMMIT. The late matches come
-    back and are placed once: the ratings equal the chronological replay, verify and the event
-    sequences hold."""
+    """500 Sedma matches in time order (half on the Elo ladder, half on the Glicko-2 one), then the
+    40 held back from the first 400 (each late, re-rating the later matches of its players), one per
+    transaction; every 4th transaction that makes a correction is SIGKILLed with everything written
+    and no COMMIT. The late matches come back and are placed once: every player's state equals the
+    chronological replay, verify and the event sequences hold."""
     cluster = cluster_factory("kill-in-correction", {"RATINGS_FAULT_INJECTION": "in_correction:every=4"}).start()
     messages = cluster.matches(500, players=30)
     in_order, late = split_late(messages, 10, 400)
@@ -74,35 +90,10 @@ def test_a_worker_child_killed_inside_a_correction_loses_nothing_and_applies_not
 
 
 @pytest.mark.parametrize("batch_size", [1], ids=["one-per-transaction"])
-def test_a_worker_child_killed_inside_a_correction_of_a_glicko2_ladder_leaves_the_exact_state(cluster_factory):
-    """The test above on the shipped Glicko-2 ladder (the Sedma matches sent to it: 1v1 and 2v2,
-    their stats unused): 300 matches in time order, then the 30 held back from the first 240, every
-    4th correcting transaction SIGKILLed. Every stored state, deviation, volatility and time of the
-    last match included, equals the chronological Glicko-2 replay bit for bit."""
-    cluster = cluster_factory("kill-in-glicko2-correction", {"RATINGS_FAULT_INJECTION": "in_correction:every=4"}).start()
-    messages = [dict(m, ladder="glicko2") for m in cluster.matches(300, players=20)]
-    in_order, late = split_late(messages, 8, 240)
-    cluster.publish(in_order)
-    cluster.wait_drained(timeout=180)
-    cluster.publish(late)
-    cluster.figures["recovery_seconds"] = round(cluster.wait_drained(timeout=180), 1)
-    cluster.wait_broker_empty(timeout=120)
-    figures = cluster.check_invariants()
-    kills = cluster.log_count(r"exited with 'signal 9")
-    cluster.figures.update(kills=kills)
-    assert kills >= 2, "the fault was not injected"
-    assert (figures["applied"], figures["duplicates"], figures["dead_letters"]) == (300, 0, 0)
-    with psycopg.connect(cluster.database_url, autocommit=True) as conn:
-        stored = {(lad, pid): (r, g, d, v, lp) for lad, pid, r, g, d, v, lp in conn.execute(
-            "SELECT ladder, player_id, rating, games_played, deviation, volatility, last_played FROM players")}
-    assert stored == chronological_states(messages)
-
-
-@pytest.mark.parametrize("batch_size", [1], ids=["one-per-transaction"])
 def test_two_late_matches_whose_corrections_overlap_are_both_placed_exactly(cluster_factory):
-    """300 Sedma matches among 8 players in time order, then 24 held back, published in pairs from
-    two processes at once to two worker nodes: each pair's corrections re-rate the same later
-    matches. Both are placed: the second correction starts from the first one's rows (some match's
+    """300 Sedma matches among 8 players in time order (on the two ladders), then 24 held back (12
+    per ladder), published in pairs of one ladder from two processes at once to two worker nodes:
+    each pair's corrections re-rate the same later matches. Both are placed: the second correction starts from the first one's rows (some match's
     history row is superseded twice), the ratings equal the chronological replay, every player's
     event sequence has no gap."""
     cluster = cluster_factory("overlapping-corrections").start(workers=2)

@@ -19,7 +19,7 @@ from worker.ops.verify import verify_ladder
 from worker.producer import producer_app, publish_annulment
 from worker.settings import get_settings
 
-from ..reference_replay import chronological_replay
+from ..reference_replay import chronological_states
 from .test_chronological import elo_message, run_cli, run_once, stored
 
 # ann, ben, cid and dan on 2026-05-01; s3 is annulled; l1 and l2 arrive after s6, l1 finished
@@ -33,7 +33,7 @@ LATE = [dict(elo_message("l1", "dan", "ann", 11), finished_at="2026-05-01T11:30:
 
 
 @pytest.mark.parametrize("order", ["together", "annulment_first", "late_first"])
-def test_an_annulment_beside_late_matches_gives_the_chronological_replay_without_the_annulled_match(
+def test_an_annulment_beside_late_matches_gives_the_chronological_states_without_the_annulled_match(
         clean, publisher, order):
     """Six stored Elo matches, then the annulment of the third and two late matches (one finished
     before it, one after it), published together, or the annulment first, or the late matches
@@ -68,7 +68,7 @@ def test_an_annulment_beside_late_matches_gives_the_chronological_replay_without
 
     rest = [m for m in STORED + LATE if m["match_id"] != "s3"]
     now = stored(clean)
-    assert now == chronological_replay(rest)
+    assert now == chronological_states(rest)
     with clean.connect() as conn:
         ladders = load_ladder_policies(get_settings())
         assert verify_ladder(conn, "elo", ladders["elo"].policy).ok

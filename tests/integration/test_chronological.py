@@ -30,7 +30,7 @@ from worker.ops.rebuild import rebuild_ladder
 from worker.ops.verify import verify_ladder
 from worker.settings import get_settings
 
-from ..reference_replay import chronological_replay
+from ..reference_replay import chronological_states
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -38,17 +38,27 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+CHECKED_LADDERS = ("elo", "sedma", "glicko2")
+"""The ladders of :func:`demo_messages`: two Elo policies and the shipped Glicko-2 one."""
+
+
 def demo_messages() -> list[dict]:
-    """A shorter demo: its first 600 football matches and 300 Sedma matches among 30 players."""
+    """A shorter demo: its first 600 football matches, 300 Sedma matches among 30 players, and 150
+    generated Sedma matches among 20 players on the Glicko-2 ladder (an uncertainty model: the same
+    guarantees, deviation and volatility included)."""
     football = [json.loads(m.canonical_json()) for m in football_matches(limit=600)]
     sedma = [json.loads(m.canonical_json()) for m in generate_sedma_matches(300, players=30, seed=2026)]
-    return football + sedma
+    glicko2 = [json.loads(m.canonical_json()) for m in
+               generate_sedma_matches(150, players=20, seed=2027, ladder="glicko2", id_prefix="glicko2")]
+    return football + sedma + glicko2
 
 
-def stored(env) -> dict[tuple[str, str], tuple[float, int]]:
+def stored(env) -> dict[tuple[str, str], tuple]:
+    """Every stored player state: (ladder, player_id) to (rating, games played, deviation,
+    volatility, last_played), the last three ``None`` under Elo (as :func:`chronological_states`)."""
     with env.connect() as conn:
-        return {(lad, pid): (r, g) for lad, pid, r, g in
-                conn.execute("SELECT ladder, player_id, rating, games_played FROM players")}
+        return {(lad, pid): (r, g, d, v, lp) for lad, pid, r, g, d, v, lp in conn.execute(
+            "SELECT ladder, player_id, rating, games_played, deviation, volatility, last_played FROM players")}
 
 
 def run_once(env, publisher, messages: list[dict]) -> tuple[dict, int]:
@@ -73,10 +83,10 @@ def run_once(env, publisher, messages: list[dict]) -> tuple[dict, int]:
             assert [e["sequence"] for e in evs] == list(range(1, len(evs) + 1)), key
         last = {key: evs[-1]["rating_after"] for key, evs in events.items()}
         ladders = load_ladder_policies(get_settings())
-        for ladder in ("elo", "sedma"):
+        for ladder in CHECKED_LADDERS:
             assert verify_ladder(conn, ladder, ladders[ladder].policy).ok
     ratings = stored(env)
-    assert last == {key: r for key, (r, _) in ratings.items()}
+    assert last == {key: state[0] for key, state in ratings.items()}
     return ratings, late
 
 
@@ -95,7 +105,7 @@ def elo_entry(m: dict, ladders) -> repository.BatchMatch:
                                  parsed.finished_at, ladders["elo"], None)
 
 
-def test_two_runs_in_different_arrival_orders_equal_the_chronological_replay(clean, publisher):
+def test_two_runs_in_different_arrival_orders_equal_the_chronological_states(clean, publisher):
     """The shorter demo in date order, then shuffled, through two workers: identical ratings,
     equal to a single-process chronological replay; the shuffled run had late matches."""
     messages = demo_messages()
@@ -104,7 +114,7 @@ def test_two_runs_in_different_arrival_orders_equal_the_chronological_replay(cle
     random.Random(18).shuffle(shuffled)
     second, late = run_once(clean, publisher, shuffled)
     assert late > 100  # corrections really happened
-    assert first == second == chronological_replay(messages)
+    assert first == second == chronological_states(messages)
 
 
 def test_a_late_match_past_the_bound_goes_at_the_end_and_a_rebuild_puts_it_back(clean):
@@ -219,7 +229,7 @@ def test_annulling_a_match_in_the_middle_of_a_ladder_equals_the_replay_without_i
     assert first.returncode == 0, first.stdout + first.stderr
     assert "sedma: annulled" in first.stdout
     rest = [m for m in messages if m["match_id"] != victim["match_id"]]
-    assert stored(clean) == chronological_replay(rest)
+    assert stored(clean) == chronological_states(rest)
     with clean.connect() as conn:
         events = defaultdict(list)
         for (payload,) in conn.execute("SELECT payload FROM outbox"):
@@ -236,7 +246,7 @@ def test_annulling_a_match_in_the_middle_of_a_ladder_equals_the_replay_without_i
         assert evs[-1]["rating_after"] == stored(clean)[key][0], key
     again = run_cli("annul", victim["match_id"], "--reason", "cheating")
     assert again.returncode == 0 and "already annulled" in again.stdout
-    assert stored(clean) == chronological_replay(rest)
+    assert stored(clean) == chronological_states(rest)
     publisher(victim)
     counts = clean.wait_drained(len(messages) + 1)
     assert counts.duplicates == 1 and counts.applied == len(messages)
@@ -246,8 +256,8 @@ def test_annulling_a_match_in_the_middle_of_a_ladder_equals_the_replay_without_i
 
 def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_matches(clean, publisher):
     """A game backend's `ratings.annul_matches` message (worker.producer.publish_annulment) naming a
-    football match and a Sedma match in the middle of their ladders, through the session's workers:
-    the ratings equal a chronological replay of the messages without them, every changed player's
+    football match, a Sedma match and a Glicko-2 match in the middle of their ladders, through the
+    session's workers: every player's state equals a chronological replay of the messages without them, every changed player's
     last event (a `correction`) holds its stored rating with no sequence gap, the annulment is on
     record with its reason and who. The same message again changes nothing; an invalid one and one
     naming an unknown match end as dead letters with their reason codes, the message kept."""
@@ -255,9 +265,11 @@ def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_mat
 
     messages = [json.loads(m.canonical_json()) for m in football_matches(limit=300)]
     messages += [json.loads(m.canonical_json()) for m in generate_sedma_matches(200, players=20, seed=18)]
+    messages += [json.loads(m.canonical_json()) for m in
+                 generate_sedma_matches(100, players=12, seed=19, ladder="glicko2", id_prefix="glicko2")]
     run_once(clean, publisher, messages)
     victims = []
-    for ladder in ("elo", "sedma"):
+    for ladder in CHECKED_LADDERS:
         mine = sorted((m for m in messages if m["ladder"] == ladder), key=lambda m: (m["finished_at"], m["match_id"]))
         victims.append(mine[len(mine) // 2]["match_id"])
     app = producer_app(clean.broker_url)
@@ -268,11 +280,11 @@ def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_mat
             return conn.execute("SELECT count(*) FROM annulments").fetchone()[0]
 
     deadline = time.monotonic() + 60
-    while annulled() < 2 and time.monotonic() < deadline:
+    while annulled() < len(victims) and time.monotonic() < deadline:
         time.sleep(0.1)
     clean.wait_drained(len(messages))
     rest = [m for m in messages if m["match_id"] not in victims]
-    assert stored(clean) == chronological_replay(rest)
+    assert stored(clean) == chronological_states(rest)
     with clean.connect() as conn:
         records = conn.execute("SELECT match_id, reason, annulled_by FROM annulments ORDER BY match_id").fetchall()
         corrections = conn.execute("SELECT count(*) FROM outbox WHERE payload->>'reason' = 'correction'").fetchone()[0]
@@ -280,7 +292,7 @@ def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_mat
         for (payload,) in conn.execute("SELECT payload FROM outbox"):
             events[(payload["ladder"], payload["player_id"])].append(payload)
         ladders = load_ladder_policies(get_settings())
-        assert all(verify_ladder(conn, ladder, ladders[ladder].policy).ok for ladder in ("elo", "sedma"))
+        assert all(verify_ladder(conn, ladder, ladders[ladder].policy).ok for ladder in CHECKED_LADDERS)
     assert records == sorted((v, "match fixing", "anti-cheat") for v in victims) and corrections > 0
     now = stored(clean)
     for key, evs in events.items():
@@ -310,8 +322,8 @@ def test_an_annulment_message_through_a_worker_equals_the_replay_without_its_mat
     assert [(code, task) for code, _, task in dead] == [("schema_violation", ANNUL_TASK_NAME),
                                                          ("unknown_match", ANNUL_TASK_NAME)]
     assert json.loads(dead[1][1])["match_ids"] == ["no-such-match"]
-    assert annulled() == 2 and corrections_after == corrections_before  # the same annulment again: a no-op
-    assert stored(clean) == chronological_replay(rest)
+    assert annulled() == len(victims) and corrections_after == corrections_before  # the same annulment again: a no-op
+    assert stored(clean) == chronological_states(rest)
 
 
 def test_a_correction_reads_the_rows_and_payloads_of_only_the_later_matches_it_may_re_rate(clean):
