@@ -8,7 +8,18 @@ import io
 import openpyxl
 import pytest
 
-from worker.ops.export import HEADERS, Standing, csv_text, standings_from_rows, win_share, write_csv_file, write_xlsx
+from worker.ops.export import (
+    HEADERS,
+    UNCERTAINTY_HEADERS,
+    Standing,
+    csv_text,
+    standings_from_board,
+    standings_from_rows,
+    win_share,
+    write_csv_file,
+    write_xlsx,
+)
+from worker.store.standings import BoardRow
 
 ROWS = [  # as worker.store.leaderboard returns them
     {"rank": 1, "player_id": "alice", "rating": 1225.5, "games": 4, "wins": 2, "draws": 1, "losses": 1,
@@ -91,3 +102,35 @@ def test_every_formula_prefix_is_neutralised(name):
     """Each character a spreadsheet treats as the start of a formula gets the leading quote."""
     row = {**ROWS[0], "player_id": name}
     assert list(csv.reader(io.StringIO(csv_text(standings_from_rows([row])))))[1][1] == "'" + name
+
+
+BOARD = [  # as worker.store.standings.board gives them: rank, player, conservative, rating, deviation, games, marks
+    BoardRow(1, "alice", 1075.5, 1225.5, 75.0, 4, False, False),
+    BoardRow(None, "Côte d'Ivoire", 874.5, 1174.5, 150.0, 2, True, True),
+    BoardRow(None, "=HYPERLINK(\"x\")", 1000.0, 1200.0, 100.0, 2, False, False),
+]
+
+
+def test_a_ladder_with_uncertainty_has_deviation_conservative_and_status_after_rating():
+    """The board's order, ranks and marks; deviation and conservative rating with two decimals;
+    Status the marks that apply, as `ratings leaderboard` names them; counts from the store's rows."""
+    rows = list(csv.reader(io.StringIO(csv_text(standings_from_board(BOARD, ROWS), uncertainty=True))))
+    assert tuple(rows[0]) == UNCERTAINTY_HEADERS == (*HEADERS[:7], "Deviation", "Conservative", "Status", *HEADERS[7:])
+    assert rows[1] == ["1", "alice", "2", "1", "1", "62.5", "1225.50", "75.00", "1075.50", "rankable", "1230.25", "4"]
+    assert rows[2] == ["", "Côte d'Ivoire", "0", "2", "0", "0.0", "1174.50", "150.00", "874.50",
+                       "provisional, inactive", "1200.00", "2"]
+    assert rows[3][:2] == ["", "'=HYPERLINK(\"x\")"] and rows[3][9] == ""
+    assert csv_text([], uncertainty=True).splitlines() == [",".join(UNCERTAINTY_HEADERS)]
+
+
+def test_a_ladder_with_uncertainty_in_the_workbook_formats_deviations_as_ratings(tmp_path):
+    """Deviation and Conservative exact with the Rating column's number format; Status as text."""
+    path = tmp_path / "board.xlsx"
+    assert write_xlsx(standings_from_board(BOARD, ROWS), path, "glicko2", uncertainty=True) == 3
+    sheet = openpyxl.load_workbook(path)["Leaderboard"]
+    values = list(sheet.iter_rows(values_only=True))
+    assert values[0] == UNCERTAINTY_HEADERS
+    assert values[1] == (1, "alice", 2, 1, 1, 0.625, 1225.5, 75.0, 1075.5, "rankable", 1230.25, 4)
+    assert values[2][0] is None and values[2][9] == "provisional, inactive"
+    assert sheet["G2"].number_format == sheet["H2"].number_format == sheet["I2"].number_format == "0.0"
+    assert sheet["J3"].data_type == "s" and sheet.auto_filter.ref == "A1:L4"

@@ -33,6 +33,7 @@ from worker.settings import get_settings
 
 if TYPE_CHECKING:
     from worker.cli.models import UncertaintyBoard
+    from worker.ops.export import Standing
     from worker.ops.verify import VerifyResult
 
 
@@ -280,10 +281,13 @@ def export(
     """Export a ladder's leaderboard for organisers, as CSV or an Excel workbook.
 
     Columns: Rank, Name, Wins, Losses, Draws, Win %, Rating, Peak, Games. Win % counts a draw as
-    half a win: (wins + draws / 2) / games. A ladder rated with uncertainty is in the order and with
-    the ranks of `ratings leaderboard` now (by conservative rating; players not rankable last, Rank blank).
+    half a win: (wins + draws / 2) / games. A ladder rated with uncertainty (Glicko-2, Weng-Lin) is in
+    the order and with the ranks of `ratings leaderboard` now (by conservative rating; players not
+    rankable last, Rank blank) and has three more columns after Rating: Deviation (grown since the
+    player's last match to now), Conservative (rating - k x deviation, what it ranks by) and Status
+    (the marks that apply: provisional, rankable, inactive).
     """
-    from worker.ops.export import csv_text, standings_from_rows, write_csv_file, write_xlsx
+    from worker.ops.export import csv_text, write_csv_file, write_xlsx
 
     require_known_ladder(ladder)
     if fmt is None and str(output) == "-":
@@ -301,25 +305,38 @@ def export(
     if not to_stdout and not output.parent.is_dir():
         err.print(f"[red]folder {str(output.parent)!r} does not exist[/red]: create it or choose another --output")
         raise typer.Exit(ExitCode.USAGE)
+    standings, about, uncertainty = _export_standings(ladder, top)
+    if to_stdout:
+        sys.stdout.write(csv_text(standings, uncertainty=uncertainty))
+        return
+    if fmt is ExportFormat.csv:
+        n = write_csv_file(standings, output, uncertainty=uncertainty)
+    else:
+        n = write_xlsx(standings, output, ladder, about, uncertainty=uncertainty)
+    err.print(f"wrote {n} player(s) of ladder {ladder!r} to {output} ({fmt.value})")
+
+
+def _export_standings(ladder: str, top: int | None) -> tuple[list[Standing], dict[str, Any], bool]:
+    """What `ratings export` writes: the rows (the first ``top``; all when ``None``), the entries of
+    the workbook's About sheet, and whether the ladder is rated with uncertainty. An Elo ladder's
+    rows are by rating, its About entry the policy version. A ladder rated with uncertainty's rows
+    are the leaderboard's now (:func:`worker.cli.models.uncertainty_board`: rank, deviation,
+    conservative rating, marks); its About also says what it ranks by and the moment (UTC) the
+    deviations are grown to."""
     from worker.cli.models import uncertainty_board
+    from worker.ops.export import standings_from_board, standings_from_rows
 
     with open_database() as conn:
         shown = uncertainty_board(conn, ladder, top, None)
         rows = repository.leaderboard(conn, ladder, None if shown is not None else top)
         record = repository.ladder_record(conn, ladder)
-    if shown is not None:  # the leaderboard's order and ranks: by conservative rating now
-        counts = {r["player_id"]: r for r in rows}
-        rows = [counts[b.player_id] | {"rank": b.rank} for b in shown.rows if b.player_id in counts]
-    standings = standings_from_rows(rows)
-    if to_stdout:
-        sys.stdout.write(csv_text(standings))
-        return
-    if fmt is ExportFormat.csv:
-        n = write_csv_file(standings, output)
-    else:
-        about = {"Policy version": record.policy_version if record else configured_policies()[ladder].version}
-        n = write_xlsx(standings, output, ladder, about)
-    err.print(f"wrote {n} player(s) of ladder {ladder!r} to {output} ({fmt.value})")
+    about: dict[str, Any] = {
+        "Policy version": record.policy_version if record else configured_policies()[ladder].version}
+    if shown is None:
+        return standings_from_rows(rows), about, False
+    about["Ranked by"] = f"Conservative = rating - {shown.k:g} × deviation ({shown.model})"
+    about["Deviations as of (UTC)"] = datetime.fromtimestamp(shown.at, UTC).isoformat(timespec="seconds")
+    return standings_from_board(shown.rows, rows), about, True
 
 
 class RebuildOrder(str, Enum):

@@ -92,9 +92,9 @@ def board_dict(row: BoardRow) -> dict[str, Any]:
     """A leaderboard row of a ladder rated with uncertainty as ``--json`` and ``--csv`` give it:
     ``rank`` (``None`` when not rankable), ``player_id``, ``rating``, ``deviation`` (grown to the moment
     shown), ``conservative`` (what the rank is by), ``games``, ``provisional``, ``rankable``, ``inactive``."""
-    from worker.store.standings import board_row_dict
+    from worker.store.standings import board_row_dict, marks
 
-    return board_row_dict(row) | {"rankable": row.rank is not None}
+    return board_row_dict(row) | marks(row)
 
 
 def uncertainty_table(ladder: str, shown: UncertaintyBoard) -> Table:

@@ -84,6 +84,23 @@ def board(states: Mapping[str, StoredState], rules: LeaderboardRules, at: float,
     return out[:top] if top is not None else out
 
 
+MARKS = ("provisional", "rankable", "inactive")
+"""A leaderboard row's marks, in this order, by the names ``ratings leaderboard --json``/``--csv`` give them."""
+
+
+def marks(row: BoardRow) -> dict[str, bool]:
+    """Each of :data:`MARKS` and whether it applies to ``row`` (``rankable``: the row has a rank)."""
+    return {"provisional": row.provisional, "rankable": row.rank is not None, "inactive": row.inactive}
+
+
+def status(row: BoardRow) -> str:
+    """The marks that apply to ``row``, comma-separated in :data:`MARKS` order: ``"rankable"``,
+    ``"provisional"``, ``"provisional, inactive"``; ``""`` when none does (a deviation between the
+    rankable and the provisional bound: no longer provisional, not yet ranked)."""
+    applies = marks(row)
+    return ", ".join(m for m in MARKS if applies[m])
+
+
 def board_row_dict(row: BoardRow) -> dict[str, Any]:
     """A leaderboard row as JSON-ready data (``ratings leaderboard --json`` on a ladder with uncertainty)."""
     return row._asdict()
