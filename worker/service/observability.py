@@ -12,6 +12,7 @@ HTTP: :func:`serve` starts a small threaded server in the main process with ``/m
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -228,11 +229,36 @@ def consumer_lag_gauges(client, stream: str) -> list[GaugeMetricFamily]:
     return [entries, oldest]
 
 
+class MultiProcessCollector(multiprocess.MultiProcessCollector):
+    """prometheus_client's merge of the processes' sample files, skipping a file still empty.
+
+    A process creates its file before sizing it (``MmapedDict``), so a scrape in that moment finds
+    an empty file, and a worker child killed in it leaves the empty file for good; prometheus_client
+    0.26 then fails the whole merge with ``struct.error`` on every scrape, every other process's
+    samples lost with it (prometheus/client_python#1199). An empty file holds no sample, so leaving
+    it out loses nothing; a file with a header is read as before (a corrupt one still raises).
+    """
+
+    def collect(self):
+        files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if _has_header(f)]
+        return self.merge(files, accumulate=True)
+
+
+def _has_header(path: str) -> bool:
+    """Whether the sample file ``path`` holds at least its 4-byte header (the bytes in use); a file
+    removed meanwhile (a dead process's live gauges) has none."""
+    try:
+        return os.path.getsize(path) >= 4
+    except FileNotFoundError:
+        return False
+
+
 def registry(extra_collectors=()) -> CollectorRegistry:
-    """A registry with the multiprocess samples (when enabled) and ``extra_collectors``."""
+    """A registry with the multiprocess samples (when enabled; :class:`MultiProcessCollector`) and
+    ``extra_collectors``."""
     reg = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        multiprocess.MultiProcessCollector(reg)
+        MultiProcessCollector(reg)
     else:
         from prometheus_client import REGISTRY
 
