@@ -26,7 +26,7 @@ from worker.store.connection import DatabaseError, connect
 
 
 def targets(results: dict[str, Any], config: BenchConfig) -> list[dict[str, Any]]:
-    """The issue's targets beside what this run reached (``met`` is None when not measured)."""
+    """The project's performance targets beside what this run reached (``met`` is None when not measured)."""
     rows = []
 
     def add(name, target, value, met, note=""):
